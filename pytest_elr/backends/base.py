@@ -1,0 +1,113 @@
+"""The Backend protocol: what the scenario executor needs from a system under test.
+
+A backend starts a cluster for one scenario, applies actions, and reports what it observes.
+The ``model`` backend answers from the reference model in-process; the ``kafka`` backend from
+real brokers. Third-party packages add backends through the ``pytest_elr.backends`` entry-point
+group; the same YAML runs on every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+
+from pytest_elr.actions import Action
+
+if TYPE_CHECKING:
+    from pytest_elr.history import History
+    from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The partition's state as read from the system (never inferred)."""
+
+    leader: int | None
+    leader_epoch: int | None
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+    fenced: tuple[int, ...]
+    hwm: int | None
+    leo: dict[int, int] = field(default_factory=dict)
+    recovering: bool = False
+
+    def as_event(self) -> dict[str, object]:
+        return {
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+            "elr": list(self.elr),
+            "last_known_elr": list(self.last_known_elr),
+            "fenced": list(self.fenced),
+            "hwm": self.hwm,
+            "leo": {str(k): v for k, v in sorted(self.leo.items())},
+            "recovering": self.recovering,
+        }
+
+
+@dataclass
+class ProduceOutcome:
+    """What happened to the records one produce action sent."""
+
+    acks: str
+    sent: int = 0
+    acked: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
+    pending: int = 0
+
+    @property
+    def errors(self) -> set[str]:
+        return set(self.failed)
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    offset: int
+    value: str
+
+
+@dataclass(frozen=True)
+class LossEvidence:
+    """What a lossy shutdown took from its victim."""
+
+    broker: int
+    leo_before: int
+    leo_after: int
+
+    @property
+    def records_lost(self) -> int:
+        return self.leo_before - self.leo_after
+
+
+class BackendError(Exception):
+    """The backend could not do what it was asked (cluster not starting, engine missing...)."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: ClassVar[str]
+    #: profiles this backend can run (the kafka backend cannot run ``kip966``)
+    profiles: ClassVar[frozenset[str]]
+    #: True when ``observe`` is final right after ``apply`` returns (no need to poll)
+    settles_instantly: ClassVar[bool]
+
+    def start(self, cluster: ClusterSpec, topic: TopicSpec, profile: str, history: History) -> None:
+        ...
+
+    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
+        ...
+
+    def observe(self) -> Observation:
+        ...
+
+    def protocol_errors(self) -> list[str]:
+        """Errors the controller answered to leaders since the last call (e.g. INELIGIBLE_REPLICA)."""
+        ...
+
+    def drain(self) -> list[ConsumedRecord]:
+        """Read the partition from the beginning up to the HWM (what a consumer can see)."""
+        ...
+
+    def close(self) -> None:
+        ...

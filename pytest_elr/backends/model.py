@@ -1,0 +1,92 @@
+"""The ``model`` backend: scenarios run in-process against the reference model."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pytest_elr.actions import Action, Produce
+from pytest_elr.backends.base import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.history import History
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.profiles import PROFILE_NAMES, Profile, UncleanRecovery, get_profile
+from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
+
+
+def build_model(cluster: ClusterSpec, topic: TopicSpec, profile: str | Profile) -> ModelCluster:
+    prof = get_profile(profile) if isinstance(profile, str) else profile
+    if topic.unclean_recovery is not None:
+        prof = prof.with_unclean_recovery(UncleanRecovery(topic.unclean_recovery))
+    return ModelCluster(cluster.brokers, list(topic.replicas), topic.min_insync_replicas, prof)
+
+
+class ModelBackend:
+    name: ClassVar[str] = "model"
+    profiles: ClassVar[frozenset[str]] = frozenset(PROFILE_NAMES)
+    settles_instantly: ClassVar[bool] = True
+
+    def __init__(self, profile_override: Profile | None = None) -> None:
+        self._override = profile_override
+        self.model: ModelCluster | None = None
+        self.history: History | None = None
+        self._seen_errors = 0
+        self._sends_recorded = 0
+
+    def start(self, cluster: ClusterSpec, topic: TopicSpec, profile: str, history: History) -> None:
+        self.model = build_model(cluster, topic, self._override or profile)
+        self.history = history
+
+    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
+        model = self._model()
+        first_send = len(model.sends)
+        result = model.apply(action)
+        if isinstance(action, Produce):
+            self._record_sends(first_send)
+        self._record_completions()
+        return result
+
+    def observe(self) -> Observation:
+        return self._model().observe()
+
+    def protocol_errors(self) -> list[str]:
+        model = self._model()
+        errors = model.protocol_errors[self._seen_errors :]
+        self._seen_errors = len(model.protocol_errors)
+        return errors
+
+    def drain(self) -> list[ConsumedRecord]:
+        return self._model().drain()
+
+    def close(self) -> None:
+        self.model = None
+
+    # --- history -------------------------------------------------------------------------
+
+    def _model(self) -> ModelCluster:
+        if self.model is None:
+            raise RuntimeError("the model backend was not started")
+        return self.model
+
+    def _record_sends(self, first: int) -> None:
+        model, history = self._model(), self.history
+        if history is None:
+            return
+        for i, send in enumerate(model.sends[first:], start=first):
+            history.record("produce", op="invoke", id=i, value=send.value, acks=send.acks,
+                           partition=0, offset=None, error=None)
+
+    def _record_completions(self) -> None:
+        model, history = self._model(), self.history
+        if history is None:
+            return
+        # Sends complete in order, so everything before the first pending one is final.
+        while self._sends_recorded < len(model.sends):
+            send = model.sends[self._sends_recorded]
+            if send.status == "pending":
+                break
+            if send.status == "ok":
+                history.record("produce", op="ok", id=self._sends_recorded, value=send.value,
+                               acks=send.acks, partition=0, offset=send.offset, error=None)
+            elif send.status == "fail":
+                history.record("produce", op="fail", id=self._sends_recorded, value=send.value,
+                               acks=send.acks, partition=0, offset=None, error=send.error)
+            self._sends_recorded += 1

@@ -1,0 +1,68 @@
+"""The run history: every step, fault, observation, produce and read, as data.
+
+Written as JSON Lines (schema ``pytest-elr/history/1``, see docs/history.md) when a directory
+is given, and always kept in memory so the verdict can be computed without touching disk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+SCHEMA = "pytest-elr/history/1"
+
+
+@dataclass
+class History:
+    meta: dict[str, Any]
+    directory: Path | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    step: str | None = None
+    _t0: float = field(default_factory=time.monotonic)
+    _out: IO[str] | None = None
+    _next_id: int = 0
+
+    @classmethod
+    def create(cls, root: Path | None, **meta: Any) -> History:
+        run_id = f"{meta.get('scenario', 'run')}-{meta.get('profile', '')}-{uuid.uuid4().hex[:8]}"
+        meta = {"schema": SCHEMA, "run_id": run_id, "started_at": _now(), "finished_at": None,
+                "outcome": None, **meta}
+        history = cls(meta=meta)
+        if root is not None:
+            history.directory = Path(root) / run_id
+            history.directory.mkdir(parents=True, exist_ok=True)
+            history._out = (history.directory / "events.jsonl").open("w", encoding="utf-8")
+            history._write_meta()
+        return history
+
+    def record(self, type_: str, **fields: Any) -> dict[str, Any]:
+        event = {"t": round(time.monotonic() - self._t0, 6), "type": type_, "step": self.step, **fields}
+        self.events.append(event)
+        if self._out is not None:
+            self._out.write(json.dumps(event, separators=(",", ":")) + "\n")
+        return event
+
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def close(self, outcome: str) -> None:
+        self.meta["finished_at"] = _now()
+        self.meta["outcome"] = outcome
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+            self._write_meta()
+
+    def _write_meta(self) -> None:
+        assert self.directory is not None
+        (self.directory / "meta.json").write_text(json.dumps(self.meta, indent=2) + "\n")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

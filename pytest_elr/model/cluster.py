@@ -1,0 +1,512 @@
+"""An executable model of one partition on a cluster: brokers, logs, links, controller.
+
+Time is abstract. Every action is followed by ``settle()``, which delivers messages and lets
+the controller and the leader react until nothing changes -- the state a real cluster reaches
+once its timeouts have fired. Deterministic: the same actions always give the same states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_elr.actions import (
+    CONTROLLER,
+    Action,
+    Crash,
+    Cut,
+    Flush,
+    Heal,
+    Link,
+    Node,
+    Pause,
+    PowerOff,
+    Produce,
+    ReplaceDisk,
+    Restart,
+    Resume,
+    SetMinIsr,
+    Shutdown,
+    Slow,
+    Wait,
+)
+from pytest_elr.backends.base import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.model import controller
+from pytest_elr.model.controller import ControllerContext, effective_min_isr
+from pytest_elr.model.profiles import Profile, UncleanRecovery
+from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
+
+MAX_SETTLE_ROUNDS = 200
+
+
+class ModelError(Exception):
+    """An action the model cannot apply in the current state (e.g. restarting a live broker)."""
+
+
+@dataclass
+class Send:
+    """One record a client sent, as the history needs it."""
+
+    value: str
+    acks: str
+    offset: int | None = None
+    status: str = "pending"  # pending | ok | fail
+    error: str | None = None
+
+
+@dataclass
+class ProduceRequest:
+    first_offset: int
+    records: list[Record]
+    outcome: ProduceOutcome
+    sends: list[Send]
+
+
+@dataclass
+class ModelCluster:
+    brokers_ids: tuple[int, ...]
+    replicas: list[int]
+    min_isr: int
+    profile: Profile
+    brokers: dict[int, Broker] = field(default_factory=dict)
+    logs: dict[int, Replica] = field(default_factory=dict)
+    fenced: set[int] = field(default_factory=set)
+    cut: set[Link] = field(default_factory=set)
+    slow: set[Link] = field(default_factory=set)
+    pending_alter: AlterPartition | None = None
+    rejected_alter: AlterPartition | None = None
+    protocol_errors: list[str] = field(default_factory=list)
+    #: order in which brokers became unreachable: the controller fences them in that order
+    down_order: list[int] = field(default_factory=list)
+    pending_produce: list[ProduceRequest] = field(default_factory=list)
+    acked: list[Record] = field(default_factory=list)  # acknowledged acks=all records
+    sends: list[Send] = field(default_factory=list)
+    committed: list[Record] = field(default_factory=list)  # every record ever below the HWM
+    follower_leo: dict[int, int] = field(default_factory=dict)  # the leader's view
+    follower_fetch_epoch: dict[int, int] = field(default_factory=dict)  # KIP-903
+    unclean_shutdowns_of_trusted: int = 0
+    frozen_min_isr: int = 0  # min ISR in force when the ISR last fell below it
+    _next_value: int = 0
+    _view_epoch: int = -1
+    _next_epoch: int = 1
+
+    def __post_init__(self) -> None:
+        unknown = set(self.replicas) - set(self.brokers_ids)
+        if unknown:
+            raise ModelError(f"replicas {sorted(unknown)} are not brokers of the cluster")
+        for b in self.brokers_ids:
+            self.brokers[b] = Broker(id=b, epoch=self._new_epoch())
+        for r in self.replicas:
+            self.logs[r] = Replica(broker=r)
+        self.part = PartitionRecord(
+            replicas=list(self.replicas), leader=self.replicas[0], isr=list(self.replicas)
+        )
+        self.part.leader_epoch = 1
+        for b in self.brokers.values():
+            b.known_leader, b.known_leader_epoch = self.part.leader, 1
+        self.frozen_min_isr = self.eff_min_isr
+        self.ctx = ControllerContext(
+            profile=self.profile,
+            min_isr=self.min_isr,
+            is_unfenced=lambda b: b not in self.fenced,
+            broker_epoch=lambda b: self.brokers[b].epoch,
+            log_info=lambda b: (self.logs[b].last_epoch(), self.logs[b].leo),
+        )
+        self.settle()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    @property
+    def eff_min_isr(self) -> int:
+        return effective_min_isr(self.min_isr, len(self.replicas), self.profile)
+
+    def leader_replica(self) -> Replica | None:
+        leader = self.part.leader
+        return self.logs[leader] if leader is not None else None
+
+    def hwm(self) -> int | None:
+        leader = self.leader_replica()
+        return leader.hwm if leader is not None else None
+
+    def maximal_isr(self) -> list[int]:
+        """The committed ISR plus members the leader has asked to add (KIP-966)."""
+        isr = list(self.part.isr)
+        if self.pending_alter is not None:
+            isr += [b for b in self.pending_alter.isr if b not in isr]
+        return isr
+
+    def observe(self) -> Observation:
+        part = self.part
+        return Observation(
+            leader=part.leader,
+            leader_epoch=part.leader_epoch,
+            isr=tuple(part.isr),
+            elr=tuple(part.elr),
+            last_known_elr=tuple(part.last_known_elr),
+            fenced=tuple(sorted(self.fenced)),
+            hwm=self.hwm(),
+            leo={r: self.logs[r].leo for r in self.replicas},
+            recovering=part.recovering,
+        )
+
+    def trusted(self) -> set[int]:
+        """Replicas the protocol relies on as complete: leader, ISR and ELR."""
+        trusted = set(self.part.isr) | set(self.part.elr)
+        if self.part.leader is not None:
+            trusted.add(self.part.leader)
+        return trusted
+
+    def drain(self) -> list[ConsumedRecord]:
+        leader = self.leader_replica()
+        if leader is None or self.part.leader in self.fenced:
+            return []
+        return [ConsumedRecord(i, r.value) for i, r in enumerate(leader.log[: leader.hwm])]
+
+    # --- links -------------------------------------------------------------------------------
+
+    def _reachable(self, src: Node, dst: Node) -> bool:
+        for node in (src, dst):
+            if node != CONTROLLER:
+                b = self.brokers[int(node)]
+                if not b.running or b.paused:
+                    return False
+        return (src, dst) not in self.cut
+
+    def _round_trip(self, a: Node, b: Node, allow_slow: bool = False) -> bool:
+        ok = self._reachable(a, b) and self._reachable(b, a)
+        if ok and not allow_slow:
+            ok = (a, b) not in self.slow and (b, a) not in self.slow
+        return ok
+
+    # --- actions -----------------------------------------------------------------------------
+
+    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
+        result: ProduceOutcome | list[LossEvidence] | None = None
+        if isinstance(action, Cut):
+            self.cut |= set(action.links)
+            self._note_down(action.links)
+        elif isinstance(action, Slow):
+            self.slow |= set(action.links)
+        elif isinstance(action, Heal):
+            links = set(action.links) if action.links is not None else self.cut | self.slow
+            self.cut -= links
+            self.slow -= links
+        elif isinstance(action, Shutdown):
+            self._stop(action.broker, clean=True)
+        elif isinstance(action, Crash):
+            self._stop(action.broker, clean=False)
+        elif isinstance(action, PowerOff):
+            result = [self._power_off(b) for b in action.brokers]
+        elif isinstance(action, Restart):
+            self._start(action.broker)
+        elif isinstance(action, ReplaceDisk):
+            result = [self._replace_disk(action.broker)]
+        elif isinstance(action, Pause):
+            self._running(action.broker).paused = True
+            self._note_down_broker(action.broker)
+        elif isinstance(action, Resume):
+            self.brokers[action.broker].paused = False
+        elif isinstance(action, Flush):
+            log = self.logs.get(action.broker)
+            if log is not None:
+                log.flushed = log.leo
+        elif isinstance(action, Produce):
+            result = self._produce(action)
+        elif isinstance(action, SetMinIsr):
+            self.min_isr = action.value
+            controller.change_min_isr(self.part, action.value, self.ctx)
+        elif isinstance(action, Wait):
+            pass
+        else:  # pragma: no cover - the language only builds the actions above
+            raise ModelError(f"the model does not know action {action.kind!r}")
+        self.settle()
+        if isinstance(result, ProduceOutcome):
+            self._finish_produce()
+        return result
+
+    def _running(self, broker: int) -> Broker:
+        b = self.brokers[broker]
+        if not b.running:
+            raise ModelError(f"broker {broker} is not running")
+        return b
+
+    def _note_down(self, links: tuple[Link, ...]) -> None:
+        for src, dst in links:
+            for node in (src, dst):
+                if node != CONTROLLER and CONTROLLER in (src, dst):
+                    self._note_down_broker(int(node))
+
+    def _note_down_broker(self, broker: int) -> None:
+        if broker not in self.down_order:
+            self.down_order.append(broker)
+
+    def _stop(self, broker: int, clean: bool) -> None:
+        b = self._running(broker)
+        if broker in self.trusted() and not clean:
+            self.unclean_shutdowns_of_trusted += 1
+        log = self.logs.get(broker)
+        if clean:
+            if log is not None:
+                log.flushed = log.leo
+            b.clean_marker = b.epoch
+            # Controlled shutdown: the controller moves leadership and ISR away first.
+            if self._reachable(broker, CONTROLLER) and broker not in self.fenced:
+                self.fenced.add(broker)
+                controller.fence(self.part, broker, self.ctx)
+        else:
+            b.clean_marker = None
+        b.running, b.paused = False, False
+        self._note_down_broker(broker)
+
+    def _power_off(self, broker: int) -> LossEvidence:
+        self._stop(broker, clean=False)
+        log = self.logs.get(broker)
+        if log is None:
+            return LossEvidence(broker, 0, 0)
+        before = log.leo
+        del log.log[log.flushed :]
+        log.hwm = min(log.hwm, log.leo)
+        return LossEvidence(broker, before, log.leo)
+
+    def _replace_disk(self, broker: int) -> LossEvidence:
+        b = self.brokers[broker]
+        if b.running:
+            self._stop(broker, clean=False)
+        elif broker in self.trusted():
+            self.unclean_shutdowns_of_trusted += 1
+        b.clean_marker = None
+        log = self.logs.get(broker)
+        before = log.leo if log is not None else 0
+        if log is not None:
+            log.log.clear()
+            log.flushed = log.hwm = 0
+        self.settle()  # the controller notices the broker went away before it comes back
+        self._start(broker)
+        return LossEvidence(broker, before, 0)
+
+    def _start(self, broker: int) -> None:
+        b = self.brokers[broker]
+        if b.running:
+            raise ModelError(f"broker {broker} is already running")
+        b.running, b.paused, b.registered = True, False, False
+
+    def _new_epoch(self) -> int:
+        epoch = self._next_epoch
+        self._next_epoch += 1
+        return epoch
+
+    # --- produce -----------------------------------------------------------------------------
+
+    def _produce(self, action: Produce) -> ProduceOutcome:
+        outcome = ProduceOutcome(acks=action.acks, sent=action.count)
+        values = [f"v{self._next_value + i}" for i in range(action.count)]
+        self._next_value += action.count
+        sends = [Send(v, action.acks) for v in values]
+        self.sends += sends
+        leader = self.part.leader
+        error = None
+        if leader is None or not self.brokers[leader].running or leader in self.fenced:
+            error = "NOT_LEADER_OR_FOLLOWER"
+        elif action.acks == "all" and len(self.part.isr) < self.eff_min_isr:
+            error = "NOT_ENOUGH_REPLICAS"
+        if error is not None:
+            outcome.failed[error] = action.count
+            for send in sends:
+                send.status, send.error = "fail", error
+            return outcome
+        assert leader is not None
+        log = self.logs[leader]
+        records = [Record(v, self.part.leader_epoch, action.acks) for v in values]
+        first = log.leo
+        log.log.extend(records)
+        for i, send in enumerate(sends):
+            send.offset = first + i
+        if action.acks == "all":
+            self.pending_produce.append(ProduceRequest(first, records, outcome, sends))
+            outcome.pending = action.count
+        else:
+            # acks=1 is acknowledged at the leader's append; acks=0 is never answered.
+            outcome.acked = action.count if action.acks == "1" else 0
+            for send in sends:
+                send.status = "ok" if action.acks == "1" else "sent"
+        return outcome
+
+    def _finish_produce(self) -> None:
+        """Complete acks=all requests the way Kafka's delayed produce does."""
+        leader = self.leader_replica()
+        still: list[ProduceRequest] = []
+        for req in self.pending_produce:
+            end = req.first_offset + len(req.records)
+            kept = leader is not None and leader.log[req.first_offset : end] == req.records
+            if not kept:
+                self._complete(req, "NOT_LEADER_OR_FOLLOWER")
+            elif leader is not None and leader.hwm >= end:
+                if len(self.part.isr) < self.eff_min_isr:
+                    self._complete(req, "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+                else:
+                    self._complete(req, None)
+                    self.acked.extend(req.records)
+            else:
+                still.append(req)
+        self.pending_produce = still
+
+    @staticmethod
+    def _complete(req: ProduceRequest, error: str | None) -> None:
+        out = req.outcome
+        if error is None:
+            out.acked += out.pending
+        else:
+            out.failed[error] = out.failed.get(error, 0) + out.pending
+        out.pending = 0
+        for send in req.sends:
+            send.status, send.error = ("ok", None) if error is None else ("fail", error)
+
+    # --- settling ----------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        for _ in range(MAX_SETTLE_ROUNDS):
+            before = self._fingerprint()
+            self._controller_round()
+            self._replication_round()
+            self._leader_round()
+            self._finish_produce()
+            if self._fingerprint() == before:
+                return
+        raise ModelError("the model did not settle (livelock in the rules)")
+
+    def _fingerprint(self) -> tuple[object, ...]:
+        p = self.part
+        return (
+            p.leader, p.leader_epoch, p.partition_epoch, tuple(p.isr), tuple(p.elr),
+            tuple(p.last_known_elr), tuple(sorted(self.fenced)), self.pending_alter,
+            tuple((r.leo, r.hwm) for r in self.logs.values()),
+            tuple((b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()),
+            tuple(sorted(self.follower_leo.items())), len(self.pending_produce),
+        )
+
+    def _controller_round(self) -> None:
+        ctx, part = self.ctx, self.part
+        # 1. Sessions that expired, in the order the brokers went away.
+        order = self.down_order + [b for b in self.brokers_ids if b not in self.down_order]
+        for b in order:
+            if b not in self.fenced and not self._round_trip(b, CONTROLLER, allow_slow=True):
+                self.fenced.add(b)
+                controller.fence(part, b, ctx)
+        # 2. Registrations of restarted brokers, then unfencing of those that can heartbeat.
+        for b in self.brokers_ids:
+            broker = self.brokers[b]
+            if not self._round_trip(b, CONTROLLER, allow_slow=True):
+                continue
+            if not broker.registered:
+                clean = broker.clean_marker is not None and broker.clean_marker == broker.epoch
+                broker.epoch = self._new_epoch()
+                broker.registered = True
+                broker.clean_marker = None  # removed once the log manager is up
+                if not clean and b in part.replicas:
+                    controller.register_unclean(part, b, ctx)
+            if b in self.fenced:
+                self.fenced.discard(b)
+                if b in self.down_order:
+                    self.down_order.remove(b)
+                controller.unfence(part, ctx)
+        # 3. The leader's AlterPartition, unless its link to the controller holds it back.
+        req = self.pending_alter
+        if req is not None:
+            if self.part.leader != req.leader or not self.brokers[req.leader].running:
+                self.pending_alter = None
+            elif self._reachable(req.leader, CONTROLLER) and (req.leader, CONTROLLER) not in self.slow:
+                self.pending_alter = None
+                error = controller.alter_partition(part, req, ctx)
+                if error is not None:
+                    self.protocol_errors.append(error)
+                    self.rejected_alter = req
+        # 4. Metadata reaches the brokers that can hear the controller.
+        for b in self.brokers_ids:
+            broker = self.brokers[b]
+            if self._reachable(CONTROLLER, b):
+                broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
+        if len(part.isr) >= self.eff_min_isr:
+            self.frozen_min_isr = self.eff_min_isr
+
+    def _replication_round(self) -> None:
+        leader = self.part.leader
+        if leader is None or leader in self.fenced:
+            return
+        if self._view_epoch != self.part.leader_epoch:
+            # A new leader knows nothing of its followers until they fetch from it.
+            self._view_epoch = self.part.leader_epoch
+            self.follower_leo.clear()
+            self.follower_fetch_epoch.clear()
+        lead = self.logs[leader]
+        for f in self.replicas:
+            if f == leader:
+                continue
+            broker = self.brokers[f]
+            if broker.known_leader != leader or not broker.registered:
+                continue
+            if not self._round_trip(f, leader):
+                continue
+            follower = self.logs[f]
+            common = 0
+            limit = min(follower.leo, lead.leo)
+            while common < limit and follower.log[common] == lead.log[common]:
+                common += 1
+            if common < follower.leo:
+                del follower.log[common:]  # divergent suffix: truncate to the leader's log
+                follower.flushed = min(follower.flushed, common)
+            follower.log.extend(lead.log[follower.leo :])
+            follower.hwm = min(lead.hwm, follower.leo)
+            self.follower_leo[f] = follower.leo
+            self.follower_fetch_epoch[f] = broker.epoch
+
+    def _leader_round(self) -> None:
+        part, leader = self.part, self.part.leader
+        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+            return
+        lead = self.logs[leader]
+        # HWM: every member of the maximal ISR has it, and (the KIP-966 rule) the committed ISR
+        # is at least min ISR.
+        if len(part.isr) >= self.eff_min_isr or not self.profile.rules.hwm_requires_min_isr:
+            members = self.maximal_isr()
+            ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in members]
+            new_hwm = max(lead.hwm, min(ends))
+            if new_hwm > lead.hwm:
+                lead.hwm = new_hwm
+                self._extend_committed(lead)
+        # ISR changes: one AlterPartition in flight at a time.
+        if self.pending_alter is not None:
+            return
+        can_fetch = {
+            f for f in part.replicas
+            if f != leader and self.brokers[f].known_leader == leader
+            and self.brokers[f].registered and self._round_trip(f, leader)
+        }
+        shrunk = [b for b in part.isr if b == leader or b in can_fetch]
+        caught_up = [
+            f for f in sorted(can_fetch)
+            if f not in part.isr and self.follower_leo.get(f, 0) >= lead.hwm
+            and self.follower_leo.get(f, 0) >= lead.leo
+        ]
+        if shrunk != part.isr:
+            proposed = shrunk
+        elif caught_up:
+            proposed = part.isr + caught_up
+        else:
+            return
+        if leader not in proposed:
+            proposed = [leader, *proposed]
+        req = AlterPartition(
+            leader=leader,
+            leader_epoch=part.leader_epoch,
+            partition_epoch=part.partition_epoch,
+            new_isr=tuple(
+                (b, self.follower_fetch_epoch.get(b, self.brokers[b].epoch)) for b in proposed
+            ),
+        )
+        if req == self.rejected_alter:
+            return  # the same request was refused; wait until something changes
+        self.pending_alter = req
+
+    def _extend_committed(self, lead: Replica) -> None:
+        n = len(self.committed)
+        if lead.hwm > n and lead.log[:n] == self.committed:
+            self.committed.extend(lead.log[n : lead.hwm])

@@ -1,0 +1,84 @@
+"""Safety invariants checked after every step (after those of the TLA+ spec of KIP-966).
+
+Each returns a list of violations naming the invariant and the state that broke it. The
+data invariants only promise something while at most ``min ISR - 1`` replicas the protocol
+relied on (leader, ISR, ELR) shut down uncleanly: that is the tolerance KIP-966 claims.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.profiles import LastKnown
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"invariant {self.invariant} broken: {self.detail}"
+
+
+def within_tolerance(m: ModelCluster) -> bool:
+    return m.unclean_shutdowns_of_trusted <= m.frozen_min_isr - 1
+
+
+def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
+    found: list[Violation] = []
+    part = m.part
+    state = (
+        f"leader={part.leader} isr={part.isr} elr={part.elr} "
+        f"last_known_elr={part.last_known_elr} fenced={sorted(m.fenced)} "
+        f"leo={ {r: m.logs[r].leo for r in m.replicas} } hwm={m.hwm()} "
+        f"committed={len(m.committed)}"
+    )
+
+    def fail(name: str, why: str) -> None:
+        found.append(Violation(name, f"{why} (state: {state})"))
+
+    # Structural rules of the ELR, whatever was lost.
+    overlap = set(part.elr) & set(part.isr)
+    if overlap:
+        fail("elr_disjoint_from_isr", f"{sorted(overlap)} in both ISR and ELR")
+    if m.profile.elr and len(part.isr) >= m.eff_min_isr and part.elr:
+        fail("elr_empty_at_min_isr", f"ISR has {len(part.isr)} >= min ISR {m.eff_min_isr}")
+    if not m.profile.elr and part.elr:
+        fail("no_elr_without_feature", "ELR is not empty with the feature off")
+
+    if not within_tolerance(m):
+        return found
+
+    committed = m.committed
+    n = len(committed)
+    leader = m.leader_replica()
+    if leader is not None and part.leader not in m.fenced and leader.log[:n] != committed:
+        fail("leader_completeness", f"leader {part.leader} lacks committed records below {n}")
+    # A candidate that lost data is fenced until it re-registers (and is then dropped), so only
+    # electable members must be complete.
+    for b in sorted((set(part.isr) | set(part.elr)) - m.fenced):
+        if m.logs[b].log[:n] != committed:
+            group = "ISR" if b in part.isr else "ELR"
+            fail("candidates_hold_hwm", f"{group} member {b} lacks committed records below {n}")
+    for r in m.replicas:
+        log = m.logs[r]
+        if log.log[: min(log.hwm, n)] != committed[: min(log.hwm, n)]:
+            fail("log_matching", f"replica {r} disagrees with the committed log below its HWM")
+    hwm = m.hwm()
+    if last_hwm is not None and hwm is not None and part.leader not in m.fenced and hwm < last_hwm:
+        fail("hwm_monotonic", f"HWM went back from {last_hwm} to {hwm}")
+    if leader is not None and part.leader not in m.fenced:
+        present = {r.value for r in leader.log}
+        missing = [r.value for r in m.acked if r.value not in present]
+        if missing:
+            fail("no_acked_loss", f"acknowledged acks=all records gone: {missing[:5]}")
+    if (
+        m.profile.last_known is LastKnown.ELR_SET
+        and not part.isr
+        and not part.elr
+        and len(part.last_known_elr) < m.frozen_min_isr
+    ):
+        fail("last_known_elr_quorum", f"|LastKnownELR| < min ISR {m.frozen_min_isr}")
+    return found

@@ -1,0 +1,99 @@
+"""Behaviour profiles and the rule switches the mutation check flips.
+
+The same faults have different correct answers depending on what is implemented:
+
+* ``kip966`` -- the whole KIP: ELR, the HWM rule, LastKnownELR as a set, unclean recovery.
+* ``kafka``  -- what Apache Kafka 4.1+ ships: ELR and the HWM rule; LastKnownElr holds only the
+  last leader, which is elected (uncleanly) once unfenced when ISR and ELR are both empty;
+  no log-inspecting unclean recovery.
+* ``legacy`` -- Kafka with ELR off (``eligible.leader.replicas.version=0``): the ISR never
+  empties, the last ISR member is re-elected when it comes back, whatever it lost.
+
+KIP-903's broker-epoch check and the HWM rule are shipped since 3.5 / 3.7 and are not gated by
+the ELR feature, so every profile has them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+
+class UncleanRecovery(str, Enum):
+    """KIP-966 ``unclean.recovery.strategy``."""
+
+    NONE = "none"
+    BALANCED = "balanced"
+    AGGRESSIVE = "aggressive"
+
+
+class LastKnown(str, Enum):
+    """What the controller remembers once ISR and ELR are gone."""
+
+    NOTHING = "nothing"  # pre-ELR
+    ELR_SET = "elr_set"  # KIP-966: ELR members that registered unclean
+    LAST_LEADER = "last_leader"  # Kafka as shipped: only the last leader
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Individual protocol rules. Each one can be switched off to build a mutant of the oracle."""
+
+    clear_elr_at_min_isr: bool = True
+    hwm_requires_min_isr: bool = True
+    drop_unclean_from_elr: bool = True
+    elect_only_unfenced: bool = True
+    check_broker_epoch: bool = True
+    cap_min_isr_at_rf: bool = True
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    elr: bool
+    last_known: LastKnown
+    unclean_recovery: UncleanRecovery | None
+    rules: Rules = field(default_factory=Rules)
+    description: str = ""
+
+    def with_rules(self, **changes: bool) -> Profile:
+        return replace(self, rules=replace(self.rules, **changes))
+
+    def with_unclean_recovery(self, strategy: UncleanRecovery | None) -> Profile:
+        if self.unclean_recovery is None:
+            return self  # the profile has no unclean recovery at all
+        return replace(self, unclean_recovery=strategy)
+
+
+PROFILES: dict[str, Profile] = {
+    "kip966": Profile(
+        name="kip966",
+        elr=True,
+        last_known=LastKnown.ELR_SET,
+        unclean_recovery=UncleanRecovery.BALANCED,
+        description="the whole of KIP-966 (ELR, HWM rule, LastKnownELR, unclean recovery)",
+    ),
+    "kafka": Profile(
+        name="kafka",
+        elr=True,
+        last_known=LastKnown.LAST_LEADER,
+        unclean_recovery=None,
+        description="Apache Kafka 4.1+ as shipped (ELR on; LastKnownElr = last leader)",
+    ),
+    "legacy": Profile(
+        name="legacy",
+        elr=False,
+        last_known=LastKnown.NOTHING,
+        unclean_recovery=None,
+        description="ELR off: the ISR never empties, the last ISR member is re-elected",
+    ),
+}
+
+PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise KeyError(f"unknown profile {name!r}; expected one of {', '.join(PROFILES)}") from None

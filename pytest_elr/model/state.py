@@ -1,0 +1,74 @@
+"""Plain data of the model: records, replicas, brokers and the controller's partition record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Record:
+    value: str
+    epoch: int  # leader epoch the record was appended in (what divergence checks compare)
+    acks: str = "all"
+
+
+@dataclass
+class Replica:
+    """One broker's copy of the partition log."""
+
+    broker: int
+    log: list[Record] = field(default_factory=list)
+    flushed: int = 0  # prefix of ``log`` that is on stable storage
+    hwm: int = 0  # this replica's local high watermark
+
+    @property
+    def leo(self) -> int:
+        return len(self.log)
+
+    def last_epoch(self) -> int:
+        return self.log[-1].epoch if self.log else -1
+
+
+@dataclass
+class Broker:
+    id: int
+    running: bool = True
+    paused: bool = False
+    registered: bool = True
+    epoch: int = 0  # broker epoch from the last registration
+    clean_marker: int | None = None  # epoch written by a clean shutdown, else None
+    known_leader: int | None = None  # leadership as this broker last heard from the controller
+    known_leader_epoch: int = 0
+
+
+@dataclass
+class PartitionRecord:
+    """What the controller stores for the partition (PartitionRecord + PartitionChangeRecords)."""
+
+    replicas: list[int]
+    leader: int | None
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    elr: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
+    recovering: bool = False  # LeaderRecoveryState=RECOVERING after an unclean election
+
+    def ordered(self, members: set[int] | list[int]) -> list[int]:
+        """Members in replica-assignment order (how Kafka lists them and elects)."""
+        wanted = set(members)
+        return [r for r in self.replicas if r in wanted]
+
+
+@dataclass(frozen=True)
+class AlterPartition:
+    """An ISR change a leader sent to the controller, with the broker epochs it saw (KIP-903)."""
+
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]  # (broker, broker epoch as seen in its fetches)
+
+    @property
+    def isr(self) -> list[int]:
+        return [b for b, _ in self.new_isr]

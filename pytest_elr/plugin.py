@@ -1,0 +1,163 @@
+"""The pytest plugin (entry point ``pytest11: elr``): options, markers, fixtures, YAML collection
+and the verdict table at the end of the run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_elr.api import ClusterHandle
+from pytest_elr.backends import BackendError, load_backend
+from pytest_elr.model.profiles import PROFILE_NAMES
+from pytest_elr.scenario.executor import RunResult, ScenarioFailure, run_scenario
+from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.scenario.schema import ClusterSpec, Scenario, ScenarioError, TopicSpec
+
+SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
+RESULTS = pytest.StashKey[list[RunResult]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("elr", "pytest-elr: chaos tests of Kafka's replication protocol")
+    group.addoption("--elr-backend", default=os.environ.get("PYTEST_ELR_BACKEND", "model"),
+                    help="where scenarios run: model (in-process oracle) or kafka (real cluster)")
+    group.addoption("--elr-profile", default=None, choices=PROFILE_NAMES,
+                    help="run only this behaviour profile (default: every profile a scenario "
+                         "declares that the backend supports)")
+    group.addoption("--elr-history-dir", default=None,
+                    help="write each run's history (JSON Lines) under this directory")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "elr_scenario: a YAML scenario collected by pytest-elr")
+    config.addinivalue_line("markers", "elr_real_cluster: needs Docker and the project's images")
+    config.addinivalue_line("markers", "elr_profile(name): profile a Python-API test runs under")
+    config.stash[RESULTS] = []
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name.endswith(SCENARIO_SUFFIXES):
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+class ScenarioFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        scenario = load_scenario(self.path)
+        backend = _backend_class(self.config)
+        wanted = self.config.getoption("elr_profile")
+        for profile in scenario.profiles:
+            if profile in backend.profiles and (wanted is None or profile == wanted):
+                yield ScenarioItem.from_parent(self, name=profile, scenario=scenario, profile=profile)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, (ScenarioError, BackendError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class ScenarioItem(pytest.Item):
+    def __init__(self, *, scenario: Scenario, profile: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario = scenario
+        self.profile = profile
+        self.add_marker("elr_scenario")
+
+    def runtest(self) -> None:
+        backend = _backend_class(self.config)()
+        result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config))
+        self.config.stash[RESULTS].append(result)
+        self.user_properties.append(("verdict", _verdict_word(result)))
+        if not result.passed:
+            raise ScenarioFailure(result.message)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, (ScenarioFailure, ScenarioError, BackendError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.scenario.line - 1, f"{self.scenario.name} [{self.profile}]"
+
+
+def _backend_class(config: pytest.Config) -> Any:
+    return load_backend(config.getoption("elr_backend"))
+
+
+def _history_dir(config: pytest.Config) -> Path | None:
+    value = config.getoption("elr_history_dir")
+    return Path(value) if value else None
+
+
+def _verdict_word(result: RunResult) -> str:
+    if result.verdict is None:
+        return "error"
+    lost = len(result.verdict.lost)
+    if result.expected_loss == "found":
+        return f"loss found ({lost})" if lost else "loss NOT found"
+    return "no loss" if not lost else f"LOST {lost}"
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def elr_backend_name(request: pytest.FixtureRequest) -> str:
+    return str(request.config.getoption("elr_backend"))
+
+
+@pytest.fixture
+def elr_profile(request: pytest.FixtureRequest) -> str:
+    marker = request.node.get_closest_marker("elr_profile")
+    if marker is not None:
+        return str(marker.args[0])
+    return str(request.config.getoption("elr_profile") or "kafka")
+
+
+@pytest.fixture
+def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Callable[..., ClusterHandle]]:
+    """Factory of cluster handles on the selected backend; every handle is closed afterwards."""
+    handles: list[ClusterHandle] = []
+    backend_cls = _backend_class(request.config)
+
+    def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_isr: int = 2,
+             controllers: int = 1, profile: str | None = None, topic: str = "elr-test") -> ClusterHandle:
+        ids = tuple(range(brokers)) if isinstance(brokers, int) else tuple(brokers)
+        spec = ClusterSpec(brokers=ids, controllers=controllers)
+        topic_spec = TopicSpec(name=topic, replicas=tuple(replicas or ids), min_insync_replicas=min_isr)
+        handle = ClusterHandle(backend_cls(), profile or elr_profile, spec, topic_spec,
+                               _history_dir(request.config), name=request.node.name)
+        handles.append(handle)
+        return handle
+
+    yield make
+    for handle in handles:
+        handle.close()
+
+
+# --- reporting ---------------------------------------------------------------------------------
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    results = config.stash.get(RESULTS, [])
+    if not results:
+        return
+    tr = terminalreporter
+    tr.section("pytest-elr verdicts")
+    header = f"{'scenario':<40} {'profile':<8} {'backend':<7} {'acked':>6} {'read':>6}  {'fault bit':<9} {'verdict':<18} result"
+    tr.write_line(header)
+    for r in results:
+        acked = r.verdict.acked if r.verdict else 0
+        read = r.verdict.read if r.verdict else 0
+        bit = "yes" if r.fault_bit else ("-" if not r.losses else "NO")
+        tr.write_line(
+            f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} {acked:>6} {read:>6}  {bit:<9} "
+            f"{_verdict_word(r):<18} {'PASS' if r.passed else 'FAIL'}"
+        )
+    dirs = {str(r.history_dir.parent) for r in results if r.history_dir}
+    for d in sorted(dirs):
+        tr.write_line(f"histories: {d}")
