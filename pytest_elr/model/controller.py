@@ -116,6 +116,8 @@ def alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerC
         # KIP-903: the epoch the leader saw in the follower's fetches must be the current one.
         if ctx.profile.rules.check_broker_epoch and epoch != ctx.broker_epoch(broker):
             return "INELIGIBLE_REPLICA"
+    if len(req.isr) > 1:
+        part.recovering = False  # a follower caught up with the recovered leader
     propose_isr(part, req.isr, ctx)
     return None
 
