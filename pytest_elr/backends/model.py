@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from pytest_elr.actions import Action, Produce
 from pytest_elr.backends.base import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
 from pytest_elr.history import History
 from pytest_elr.model.cluster import ModelCluster
-from pytest_elr.model.profiles import PROFILE_NAMES, Profile, UncleanRecovery, get_profile
+from pytest_elr.model.profiles import PROFILE_NAMES, Profile, Rules, UncleanRecovery, get_profile
 from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
 
 
@@ -24,15 +25,18 @@ class ModelBackend:
     profiles: ClassVar[frozenset[str]] = frozenset(PROFILE_NAMES)
     settles_instantly: ClassVar[bool] = True
 
-    def __init__(self, profile_override: Profile | None = None) -> None:
-        self._override = profile_override
+    def __init__(self, rules: Rules | None = None) -> None:
+        self._rules = rules  # a mutant of the oracle (see pytest_elr.model.mutants)
         self.model: ModelCluster | None = None
         self.history: History | None = None
         self._seen_errors = 0
         self._sends_recorded = 0
 
     def start(self, cluster: ClusterSpec, topic: TopicSpec, profile: str, history: History) -> None:
-        self.model = build_model(cluster, topic, self._override or profile)
+        prof = get_profile(profile)
+        if self._rules is not None:
+            prof = replace(prof, rules=self._rules)
+        self.model = build_model(cluster, topic, prof)
         self.history = history
 
     def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
