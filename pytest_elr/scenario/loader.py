@@ -48,6 +48,9 @@ ACTION_NAMES = (
     "cut", "heal", "slow", "isolate", "power_off", "produce", "set_min_isr", "wait",
     *BROKER_ACTIONS,
 )
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")
+)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
 
 
@@ -66,6 +69,8 @@ class _Reader:
         self.visited += 1
         if self.visited > MAX_NODES:
             self.fail(node, f"document too large: more than {MAX_NODES} values (alias bomb?)")
+        if node.tag not in _PLAIN_TAGS:
+            self.fail(node, f"tag {node.tag} is not allowed: scenarios are plain data")
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
         self._count(node)

@@ -1,0 +1,2 @@
+# The project's own test suite uses pytester to run the plugin in throw-away projects.
+pytest_plugins = ["pytester"]

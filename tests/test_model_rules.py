@@ -1,0 +1,100 @@
+"""The controller's rules on small, hand-checked cases (KIP-966 and KIP-903)."""
+
+from __future__ import annotations
+
+from pytest_elr.actions import Crash, Cut, Heal, PowerOff, Produce, Restart, SetMinIsr, Shutdown, isolation_links
+from pytest_elr.model import invariants
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.profiles import get_profile
+
+BROKERS = (0, 1, 2)
+
+
+def cluster(profile: str = "kip966", min_isr: int = 2, replicas: tuple[int, ...] = BROKERS) -> ModelCluster:
+    return ModelCluster(BROKERS, list(replicas), min_isr, get_profile(profile))
+
+
+def isolate(m: ModelCluster, b: int, scope: str = "all") -> None:
+    m.apply(Cut(links=isolation_links(b, scope, BROKERS)))  # type: ignore[arg-type]
+
+
+def test_isr_at_min_isr_clears_elr() -> None:
+    m = cluster()
+    isolate(m, 1)
+    isolate(m, 2)
+    assert (m.part.isr, m.part.elr) == ([0], [2])
+    m.apply(Heal(links=None))
+    assert (m.part.isr, m.part.elr) == ([0, 1, 2], [])
+
+
+def test_fenced_elr_member_is_not_elected_until_unfenced() -> None:
+    m = cluster()
+    isolate(m, 1)
+    isolate(m, 2)
+    m.apply(Crash(broker=0))
+    assert m.part.leader is None and m.part.elr == [0, 2]
+    m.apply(Heal(links=isolation_links(2, "all", BROKERS)))
+    assert m.part.leader == 2 and m.part.isr == [2] and m.part.elr == [0]
+
+
+def test_unclean_registration_moves_elr_member_to_last_known_elr() -> None:
+    m = cluster("kip966")
+    isolate(m, 1)
+    isolate(m, 2)
+    m.apply(PowerOff(brokers=(0,)))
+    m.apply(Restart(broker=0))
+    assert m.part.elr == [2] and m.part.last_known_elr == [0]
+    k = cluster("kafka")
+    isolate(k, 1)
+    isolate(k, 2)
+    k.apply(PowerOff(brokers=(0,)))
+    assert k.part.last_known_elr == [0]  # Kafka keeps the last leader only
+    k.apply(Restart(broker=0))
+    assert k.part.elr == [2] and k.part.last_known_elr == [0]
+
+
+def test_clean_shutdown_keeps_the_broker_in_the_elr() -> None:
+    m = cluster()
+    isolate(m, 1)
+    isolate(m, 2)
+    m.apply(Shutdown(broker=0))
+    m.apply(Restart(broker=0))
+    assert m.part.leader == 0 and m.part.isr == [0]
+
+
+def test_legacy_never_empties_the_isr() -> None:
+    m = cluster("legacy")
+    isolate(m, 1)
+    isolate(m, 2)
+    m.apply(Crash(broker=0))
+    assert m.part.isr == [0] and m.part.leader is None and m.part.elr == []
+
+
+def test_acks_all_rejected_under_min_isr_and_hwm_frozen_for_acks_1() -> None:
+    m = cluster()
+    m.apply(Produce(count=3))
+    isolate(m, 1)
+    isolate(m, 2)
+    rejected = m.apply(Produce(count=2))
+    assert rejected is not None and rejected.failed == {"NOT_ENOUGH_REPLICAS": 2}  # type: ignore[union-attr]
+    acked = m.apply(Produce(count=4, acks="1"))
+    assert acked.acked == 4  # type: ignore[union-attr]
+    assert m.hwm() == 3
+
+
+def test_min_isr_change_clears_elr_when_isr_is_large_enough() -> None:
+    m = cluster()
+    isolate(m, 1)
+    isolate(m, 2)
+    assert m.part.elr == [2]
+    m.apply(SetMinIsr(value=1))
+    assert m.part.elr == []
+
+
+def test_invariants_hold_on_a_healthy_run() -> None:
+    m = cluster()
+    m.apply(Produce(count=5))
+    isolate(m, 0)
+    m.apply(Produce(count=5))
+    assert invariants.check(m, len(m.committed)) == []
+    assert len(m.committed) == 10 and m.part.leader == 1

@@ -1,0 +1,33 @@
+"""Hypothesis' stateful search against the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_elr.backends.model import ModelBackend
+from pytest_elr.schedule.__main__ import counterexample_yaml
+from pytest_elr.schedule.search import search
+from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario.loader import load_scenario
+
+
+def test_no_invariant_breaks_under_kip966_or_kafka_within_tolerance() -> None:
+    for profile in ("kip966", "kafka"):
+        assert search(profile, max_examples=150) is None, profile
+
+
+def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path: Path) -> None:
+    found = search("legacy", max_examples=300)
+    assert found is not None, "Hypothesis should find the pre-ELR loss"
+    actions, violations = found
+    assert len(actions) <= 6, f"not shrunk: {actions}"
+    assert any("no_acked_loss" in v or "leader_completeness" in v for v in violations)
+    path = tmp_path / "found.elr.yaml"
+    path.write_text(counterexample_yaml("legacy", actions, violations))
+    scenario = load_scenario(path)
+    legacy = run_scenario(scenario, ModelBackend(), "legacy")
+    assert legacy.passed, legacy.message
+    assert legacy.verdict is not None and legacy.verdict.lost, "the replay must lose records"
+    for profile in ("kip966", "kafka"):
+        safe = run_scenario(scenario, ModelBackend(), profile)
+        assert safe.passed, safe.message  # the same schedule loses nothing with ELR

@@ -1,0 +1,120 @@
+"""Bad scenario files: a clear error with file, line and what was expected -- never a traceback."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_elr.scenario.loader import load_scenario, parse_scenario
+from pytest_elr.scenario.schema import ScenarioError
+
+GOOD = """\
+cluster: {brokers: 3}
+topic: {replicas: [0, 1, 2], min_insync_replicas: 2}
+steps:
+  - at: T0
+    do: [{isolate: 0}]
+    expect: {leader: 1}
+"""
+
+CASES = {
+    "unknown action": (GOOD.replace("isolate: 0", "explode: 0"), 5, "unknown key 'explode'"),
+    "unknown field": (GOOD.replace("min_insync_replicas: 2", "min_insync_replicas: 2, colour: red"), 2, "unknown key 'colour'"),
+    "wrong type": (GOOD.replace("brokers: 3", "brokers: three"), 1, "expected a whole number"),
+    "unknown broker": (GOOD.replace("isolate: 0", "isolate: 7"), 5, "unknown broker id 7"),
+    "unknown leader": (GOOD.replace("leader: 1", "leader: 9"), 6, "unknown broker id 9"),
+    "assignment larger than cluster": (GOOD.replace("[0, 1, 2]", "[0, 1, 2, 3]"), 2, "unknown broker id 3"),
+    "min isr zero": (GOOD.replace("min_insync_replicas: 2", "min_insync_replicas: 0"), 2, "expected a number >= 1"),
+    "duplicate key": (GOOD.replace("cluster: {brokers: 3}", "cluster: {brokers: 3, brokers: 4}"), 1, "duplicate key 'brokers'"),
+    "empty file": ("", 1, "empty file"),
+    "tabs": (GOOD.replace("  - at: T0", "\t- at: T0"), 4, "tab used for indentation"),
+    "step without label": (GOOD.replace("  - at: T0\n    do", "  - do"), 4, "missing its label 'at'"),
+    "python object tag": (GOOD.replace("brokers: 3", "brokers: !!python/object/apply:os.system ['true']"), 1, "is not allowed"),
+    "duplicate step label": (GOOD + "  - at: T0\n", 7, "step 'T0' already defined at line 4"),
+    "bad duration": (GOOD.replace("expect:", "timeout: soon\n    expect:"), 6, "expected a duration"),
+    "one action per item": (GOOD.replace("{isolate: 0}", "{isolate: 0, crash: 1}"), 5, "one action per list item"),
+    "not a mapping": ("- just\n- a list\n", 1, "expected a mapping"),
+    "bad hwm": (GOOD.replace("leader: 1", "hwm: upwards"), 6, "expected advanced, frozen or an offset"),
+    "too many controllers": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 2"), 1, "expected 1 or 3"),
+    "controller to controller": (GOOD.replace("{isolate: 0}", "{cut: {from: controller, to: controller}}"), 5, "names no link"),
+    "unknown profile": (GOOD + "profiles: [zookeeper]\n", 7, "expected one of kip966, kafka, legacy"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_scenario_names_file_line_and_expectation(case: str, tmp_path: Path) -> None:
+    text, line, fragment = CASES[case]
+    path = tmp_path / "bad.elr.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    err = info.value
+    assert err.path == str(path)
+    assert err.line == line, str(err)
+    assert fragment in err.message, str(err)
+    assert str(err).startswith(f"{path}:{line}: ")
+
+
+def test_yaml_bomb_is_refused_not_expanded() -> None:
+    # Each level repeats the previous one 8 times: 8**7 actions if expanded.
+    levels = "".join(
+        f"  - at: T{i}\n    do: &l{i + 1} [" + ", ".join([f"*l{i}"] * 8) + "]\n" for i in range(1, 8)
+    )
+    text = (
+        "cluster: {brokers: 3}\n"
+        "topic: {replicas: [0, 1, 2], min_insync_replicas: 2}\n"
+        "steps:\n"
+        "  - at: T0\n"
+        "    do: &l1 [{produce: 1}, {produce: 1}]\n" + levels
+    )
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "bomb.elr.yaml")
+    assert info.value.line == 5  # refused at the first nested alias, never expanded
+
+
+def test_documents_with_too_many_values_are_refused() -> None:
+    many = ", ".join(["{produce: 1}"] * 25_000)
+    text = (
+        "cluster: {brokers: 3}\ntopic: {replicas: [0, 1, 2], min_insync_replicas: 2}\n"
+        f"steps:\n  - at: T0\n    do: [{many}]\n"
+    )
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "wide.elr.yaml")
+    assert "too large" in info.value.message
+
+
+VOCAB = ["cluster", "topic", "steps", "brokers", "replicas", "min_insync_replicas", "at", "do",
+         "expect", "leader", "isr", "elr", "produce", "isolate", "cut", "from", "to", "heal",
+         "power_off", "verdict", "acked_loss", "by_profile", "kafka", "legacy", "count", "acks"]
+scalars = st.one_of(st.integers(-3, 12), st.sampled_from(VOCAB + ["all", "none", "controller"]),
+                    st.booleans(), st.none(), st.text(max_size=5))
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.sampled_from(VOCAB), inner, max_size=4)),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents)
+def test_loader_raises_only_scenario_errors(doc: object) -> None:
+    text = yaml.safe_dump(doc)
+    try:
+        parse_scenario(text, "fuzz.elr.yaml")
+    except ScenarioError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_loader_survives_arbitrary_text(text: str) -> None:
+    try:
+        parse_scenario(text, "fuzz.elr.yaml")
+    except ScenarioError:
+        pass
