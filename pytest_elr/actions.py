@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal, Union
 
 CONTROLLER = "controller"
-Node = Union[int, str]  # a broker id, or CONTROLLER
+Node = Union[int, str]  # noqa: UP007 -- a runtime alias; a broker id, or CONTROLLER
 Link = tuple[Node, Node]  # (source, destination): the direction requests travel
 
 Acks = Literal["all", "1", "0"]

@@ -148,7 +148,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     tr = terminalreporter
     tr.section("pytest-elr verdicts")
-    header = f"{'scenario':<40} {'profile':<8} {'backend':<7} {'acked':>6} {'read':>6}  {'fault bit':<9} {'verdict':<18} result"
+    header = (f"{'scenario':<40} {'profile':<8} {'backend':<7} {'acked':>6} {'read':>6}  "
+              f"{'fault bit':<9} {'verdict':<18} result")
     tr.write_line(header)
     for r in results:
         acked = r.verdict.acked if r.verdict else 0

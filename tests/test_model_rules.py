@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from pytest_elr.actions import Crash, Cut, Heal, PowerOff, Produce, Restart, SetMinIsr, Shutdown, isolation_links
+from pytest_elr.actions import (
+    Crash,
+    Cut,
+    Heal,
+    PowerOff,
+    Produce,
+    Restart,
+    SetMinIsr,
+    Shutdown,
+    isolation_links,
+)
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_elr.backends.model import ModelBackend
-from pytest_elr.schedule.__main__ import counterexample_yaml
-from pytest_elr.schedule.search import search
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.schedule.__main__ import counterexample_yaml
+from pytest_elr.schedule.search import search
 
 
 def test_no_invariant_breaks_under_kip966_or_kafka_within_tolerance() -> None:

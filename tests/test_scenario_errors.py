@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import textwrap
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -105,16 +105,12 @@ documents = st.recursive(
 @given(documents)
 def test_loader_raises_only_scenario_errors(doc: object) -> None:
     text = yaml.safe_dump(doc)
-    try:
+    with contextlib.suppress(ScenarioError):
         parse_scenario(text, "fuzz.elr.yaml")
-    except ScenarioError:
-        pass
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200))
 def test_loader_survives_arbitrary_text(text: str) -> None:
-    try:
+    with contextlib.suppress(ScenarioError):
         parse_scenario(text, "fuzz.elr.yaml")
-    except ScenarioError:
-        pass

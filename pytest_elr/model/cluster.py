@@ -32,7 +32,7 @@ from pytest_elr.actions import (
 from pytest_elr.backends.base import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
-from pytest_elr.model.profiles import Profile, UncleanRecovery
+from pytest_elr.model.profiles import Profile
 from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
 
 MAX_SETTLE_ROUNDS = 200
@@ -446,10 +446,7 @@ class ModelCluster:
             if not self._round_trip(f, leader):
                 continue
             follower = self.logs[f]
-            common = 0
-            limit = min(follower.leo, lead.leo)
-            while common < limit and follower.log[common] == lead.log[common]:
-                common += 1
+            common = _common_prefix(follower.log, lead.log)
             if common < follower.leo:
                 del follower.log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
@@ -508,5 +505,21 @@ class ModelCluster:
 
     def _extend_committed(self, lead: Replica) -> None:
         n = len(self.committed)
-        if lead.hwm > n and lead.log[:n] == self.committed:
+        if lead.hwm > n and _common_prefix(self.committed, lead.log) == n:
             self.committed.extend(lead.log[n : lead.hwm])
+
+
+def _common_prefix(a: list[Record], b: list[Record]) -> int:
+    """Length of the common prefix of two logs.
+
+    Values are unique and a record only reaches a log by replicating the prefix before it, so
+    when the last record both could share matches, everything before it does too (Kafka's log
+    matching property); only a diverged log needs the scan.
+    """
+    limit = min(len(a), len(b))
+    if limit == 0 or a[limit - 1] == b[limit - 1]:
+        return limit
+    common = 0
+    while common < limit and a[common] == b[common]:
+        common += 1
+    return common

@@ -54,10 +54,9 @@ def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerConte
         part.elr = part.ordered(elr - set(proposed))
         if profile.last_known is LastKnown.ELR_SET:
             part.last_known_elr = part.ordered(set(part.last_known_elr) - set(proposed) - elr)
-    if not proposed and old_isr and profile.last_known is LastKnown.LAST_LEADER:
+    if not proposed and old_isr and profile.last_known is LastKnown.LAST_LEADER and part.leader is not None:
         # Kafka records the leader at the moment the partition first becomes leaderless.
-        if part.leader is not None:
-            part.last_known_elr = [part.leader]
+        part.last_known_elr = [part.leader]
     part.isr = proposed
     _bump(part, leader_change=False)
     _maybe_elect(part, ctx)

@@ -8,7 +8,7 @@ without bound, tabs and empty documents are refused.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -360,7 +360,8 @@ class _Builder:
             if key == "by_profile":
                 continue
             if key == "leader":
-                out[key] = None if r.scalar(value, f"{what}.leader") in ("none", "null", "~") else self.broker(value, f"{what}.leader")
+                no_leader = r.scalar(value, f"{what}.leader") in ("none", "null", "~")
+                out[key] = None if no_leader else self.broker(value, f"{what}.leader")
             elif key in ("isr", "elr", "last_known_elr", "fenced", "lost"):
                 out[key] = frozenset(self.brokers_list(value, f"{what}.{key}"))
             elif key == "hwm":
@@ -373,10 +374,11 @@ class _Builder:
                     r.fail(value, f"{what}.hwm: expected advanced, frozen or an offset, got {text!r}")
             elif key == "produce":
                 p = r.mapping(value, f"{what}.produce", ("acked", "rejected"))
-                out[key] = {
-                    k: (r.integer(v, f"{what}.produce.acked", minimum=0) if k == "acked" else r.string(v, f"{what}.produce.rejected"))
-                    for k, v in p.items()
-                }
+                out[key] = {}
+                if "acked" in p:
+                    out[key]["acked"] = r.integer(p["acked"], f"{what}.produce.acked", minimum=0)
+                if "rejected" in p:
+                    out[key]["rejected"] = r.string(p["rejected"], f"{what}.produce.rejected")
             elif key == "rejected":
                 out[key] = r.string(value, f"{what}.rejected")
             elif key == "recovering":
@@ -393,7 +395,8 @@ class _Builder:
         r = self.r
         what = f"step {label}: action"
         if isinstance(node, yaml.ScalarNode):
-            r.fail(node, f"{what}: expected '<action>: <arguments>', got {node.value!r}; actions are {', '.join(ACTION_NAMES)}")
+            names = ", ".join(ACTION_NAMES)
+            r.fail(node, f"{what}: expected '<action>: <arguments>', got {node.value!r}; actions are {names}")
         doc = r.mapping(node, what, ACTION_NAMES)
         if len(doc) != 1:
             r.fail(node, f"{what}: one action per list item, got {', '.join(doc)}")
@@ -508,6 +511,3 @@ class _Builder:
             links += isolation_links(b, "all", self.brokers)
         return Heal(links=tuple(links))
 
-
-def iter_scenario_files(root: Path, match: Callable[[Path], bool]) -> Iterator[Path]:
-    yield from sorted(p for p in root.rglob("*") if p.is_file() and match(p))

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
 from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,351 @@
+"""Reading history directories (format version 1, see docs/history.md) into Spark DataFrames.
+
+All runs given are read at once into one DataFrame with a ``run`` column (the run's index in
+the list given) and a ``line`` column (1-based line number in its ``events.jsonl``). Lines that
+are not valid events are kept aside as *malformed* entries naming file and line, and the rest
+is analysed as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SCHEMA_ID = "pytest-elr/history/1"
+META_FILE = "meta.json"
+EVENTS_FILE = "events.jsonl"
+EVENT_TYPES = ("step", "fault", "observe", "loss_evidence", "produce", "consume", "hwm_read")
+PRODUCE_OPS = ("invoke", "ok", "fail", "info")
+CORRUPT = "_corrupt"
+
+_L = T.LongType()
+_S = T.StringType()
+_IDS = T.ArrayType(_L)
+
+# One schema for every event type: from_json leaves the fields a type doesn't have null.
+# ``args`` is an arbitrary object; a string field keeps its raw JSON text.
+EVENT_SCHEMA = T.StructType(
+    [
+        T.StructField("t", T.DoubleType()),
+        T.StructField("type", _S),
+        T.StructField("step", _S),
+        T.StructField("phase", _S),
+        T.StructField("action", _S),
+        T.StructField("args", _S),
+        T.StructField("leader", _L),
+        T.StructField("leader_epoch", _L),
+        T.StructField("isr", _IDS),
+        T.StructField("elr", _IDS),
+        T.StructField("last_known_elr", _IDS),
+        T.StructField("fenced", _IDS),
+        T.StructField("hwm", _L),
+        T.StructField("leo", T.MapType(_S, _L)),
+        T.StructField("broker", _L),
+        T.StructField("leo_before", _L),
+        T.StructField("leo_after", _L),
+        T.StructField("records_lost", _L),
+        T.StructField("bytes_lost", _L),
+        T.StructField("op", _S),
+        T.StructField("id", _L),
+        T.StructField("value", _S),
+        T.StructField("acks", _S),
+        T.StructField("partition", _L),
+        T.StructField("offset", _L),
+        T.StructField("error", _S),
+        T.StructField("reader", _S),
+        T.StructField(CORRUPT, _S),
+    ]
+)
+
+# Fields an event of each type must carry (beyond t and type) to be analysable.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "step": ("phase",),
+    "fault": ("action",),
+    "observe": (),
+    "loss_evidence": ("broker",),
+    "produce": ("op", "id", "value"),
+    "consume": ("partition", "offset", "value", "reader"),
+    "hwm_read": ("partition", "hwm", "reader"),
+}
+
+# JSON types per field, only to explain a malformed line in words (Spark already found it).
+_NUM, _INT, _STR, _LIST, _OBJ = "number", "integer", "string", "list", "object"
+_FIELD_TYPES: dict[str, str] = {
+    "t": _NUM, "type": _STR, "phase": _STR, "action": _STR, "args": _OBJ,
+    "leader": _INT, "leader_epoch": _INT, "isr": _LIST, "elr": _LIST,
+    "last_known_elr": _LIST, "fenced": _LIST, "hwm": _INT, "leo": _OBJ, "broker": _INT,
+    "leo_before": _INT, "leo_after": _INT, "records_lost": _INT, "bytes_lost": _INT,
+    "op": _STR, "id": _INT, "value": _STR, "acks": _STR, "partition": _INT, "offset": _INT,
+    "error": _STR, "reader": _STR,
+}  # fmt: skip
+
+
+# Event fields the analysis uses (the others are validated, then dropped).
+ANALYSED = ("t", "type", "step", "action", "leader", "isr", "hwm", "op", "id", "value", "acks",
+            "partition", "offset", "reader")
+
+
+class HistoryError(Exception):
+    """A run directory that can't be analysed at all (no events file)."""
+
+
+@dataclass
+class Run:
+    """One run directory as given, and its meta.json."""
+
+    index: int
+    path: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def events_path(self) -> str:
+        return _join(self.path, EVENTS_FILE)
+
+    @property
+    def meta_path(self) -> str:
+        return _join(self.path, META_FILE)
+
+
+@dataclass
+class Loaded:
+    """Runs read into Spark. ``events`` is cached: call :meth:`close` (or use ``with``)."""
+
+    spark: SparkSession
+    runs: list[Run]
+    events: DataFrame  # valid events only
+    cached: DataFrame  # what events is filtered from; persisted
+    lines: dict[int, int]  # run index -> number of lines in events.jsonl
+    malformed: dict[int, list[dict[str, Any]]]  # run index -> entries, up to the limit
+    malformed_count: dict[int, int]
+
+    def close(self) -> None:
+        self.cached.unpersist()
+
+    def __enter__(self) -> Loaded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name if _is_uri(base) else os.path.join(base, name)
+
+
+def is_run_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, EVENTS_FILE)) or os.path.isfile(
+        os.path.join(path, META_FILE)
+    )
+
+
+def discover(paths: Sequence[str]) -> list[str]:
+    """Run directories under ``paths``: a path that is a run is kept, a local directory that
+    is not is searched (sorted, recursively) for runs. URIs are taken as runs."""
+    found: list[str] = []
+    for p in paths:
+        if _is_uri(p) or is_run_dir(p) or not os.path.isdir(p):
+            found.append(p)
+            continue
+        for root, dirs, _files in os.walk(p):
+            dirs.sort()
+            if is_run_dir(root):
+                found.append(root)
+                dirs.clear()
+    return found
+
+
+def _malformed(file: str, line: int | None, error: str, text: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"file": file, "line": line, "error": error}
+    if text is not None:
+        entry["text"] = text if len(text) <= 200 else text[:200] + "…"
+    return entry
+
+
+def read_meta(spark: SparkSession, run: Run) -> list[dict[str, Any]]:
+    """Fill ``run.meta``; returns malformed entries (missing or broken meta.json)."""
+    if _is_uri(run.path):
+        rows = spark.read.text(run.meta_path, wholetext=True).collect()
+        text = rows[0][0] if rows else ""
+    elif os.path.isfile(run.meta_path):
+        with open(run.meta_path, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        return [_malformed(run.meta_path, None, "missing meta.json")]
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as e:
+        return [_malformed(run.meta_path, e.lineno, f"invalid JSON: {e.msg} (column {e.colno})")]
+    if not isinstance(meta, dict):
+        return [_malformed(run.meta_path, 1, "meta.json is not a JSON object")]
+    run.meta = meta
+    if meta.get("schema") != SCHEMA_ID:
+        return [_malformed(run.meta_path, None, f"schema is {meta.get('schema')!r}, "
+                                                f"expected {SCHEMA_ID!r}")]
+    return []
+
+
+def explain(text: str, spark_reason: str) -> str:
+    """Why a line is not a valid event, in words (Spark flags it; Python says why)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"invalid JSON: {e.msg} (column {e.colno})"
+    if not isinstance(obj, dict):
+        return f"not a JSON object but {type(obj).__name__}"
+    for name, kind in _FIELD_TYPES.items():
+        v = obj.get(name)
+        if v is None:
+            continue
+        ok = {
+            _NUM: isinstance(v, int | float) and not isinstance(v, bool),
+            _INT: isinstance(v, int) and not isinstance(v, bool),
+            _STR: isinstance(v, str | int | float),  # Spark reads numbers as strings too
+            _LIST: isinstance(v, list) and all(isinstance(x, int) for x in v),
+            _OBJ: isinstance(v, dict),
+        }[kind]
+        if not ok:
+            return f"field {name!r} should be {kind}, got {json.dumps(v)[:40]}"
+    return spark_reason
+
+
+def _reason() -> F.Column:
+    """Null for a valid event, else a short reason (refined in Python by :func:`explain`)."""
+    c = F.col
+    reason = F.when(c(CORRUPT).isNotNull(), F.lit("invalid JSON or wrong field type"))
+    reason = reason.when(c("t").isNull(), F.lit("missing field 't'"))
+    reason = reason.when(c("type").isNull(), F.lit("missing field 'type'"))
+    reason = reason.when(
+        ~c("type").isin(*EVENT_TYPES), F.concat(F.lit("unknown event type "), c("type"))
+    )
+    for etype, names in REQUIRED.items():
+        for name in names:
+            reason = reason.when(
+                (c("type") == etype) & c(name).isNull(),
+                F.lit(f"{etype} event without field {name!r}"),
+            )
+    reason = reason.when(
+        (c("type") == "produce") & ~c("op").isin(*PRODUCE_OPS),
+        F.concat(F.lit("unknown produce op "), c("op")),
+    )
+    reason = reason.when(
+        (c("type") == "produce") & (c("op") == "ok") & c("acks").isNull(),
+        F.lit("produce ok without field 'acks'"),
+    )
+    return reason
+
+
+def load_runs(
+    spark: SparkSession, paths: Sequence[str], *, malformed_limit: int = 100
+) -> Loaded:
+    """Read the run directories ``paths`` (each holding meta.json and events.jsonl)."""
+    if not paths:
+        raise HistoryError("no run directories given")
+    runs = [Run(i, p) for i, p in enumerate(paths)]
+    malformed: dict[int, list[dict[str, Any]]] = {r.index: read_meta(spark, r) for r in runs}
+    for r in runs:
+        if not _is_uri(r.path) and not os.path.isfile(r.events_path):
+            raise HistoryError(f"{r.events_path}: no such file (is {r.path} a run directory?)")
+
+    # Line numbers without a global sort: within one file split (block) rows keep file order
+    # and consecutive monotonically_increasing_id values, so a line is the count of rows in
+    # earlier blocks plus the position in its own block. The block counts come from the same
+    # pass that parses and caches, so the text is read once.
+    raw = None
+    for r in runs:
+        part = spark.read.text(r.events_path).select(
+            F.lit(r.index).alias("run"),
+            F.input_file_block_start().alias("_block"),
+            F.monotonically_increasing_id().alias("_mid"),
+            F.col("value").alias("_text"),
+        )
+        raw = part if raw is None else raw.unionByName(part)
+    assert raw is not None
+    parsed = (
+        raw.select(
+            "run",
+            "_block",
+            "_mid",
+            "_text",
+            F.from_json("_text", EVENT_SCHEMA, {"columnNameOfCorruptRecord": CORRUPT}).alias("e"),
+        )
+        .select("run", "_block", "_mid", "_text", "e.*")
+        # Blank lines carry nothing and are no error: reason "" (kept for the line count).
+        .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(_reason()))
+        # Raw text only where it explains an error: the cache stays small for good lines.
+        .withColumn("_text", F.when(F.col("_reason") != "", F.col("_text")))
+        # Only what the checks and the rollup use is cached.
+        .select("run", "_block", "_mid", *ANALYSED, "_text", "_reason")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    blocks = (
+        parsed.groupBy("run", "_block")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("_mid0"))
+        .collect()
+    )
+    bases: dict[tuple[int, int], tuple[int, int]] = {}  # (run, block) -> (first mid, lines before)
+    lines: dict[int, int] = {r.index: 0 for r in runs}
+    for b in sorted(blocks, key=lambda b: (b["run"], b["_block"])):
+        bases[(b["run"], b["_block"])] = (b["_mid0"], lines[b["run"]])
+        lines[b["run"]] += b["n"]
+
+    def line_of(run: int, block: int, mid: int) -> int:
+        mid0, before = bases[(run, block)]
+        return before + mid - mid0 + 1
+
+    w = Window.partitionBy("run")
+    bad_rows = (
+        parsed.filter(F.col("_reason") != "")
+        .select(
+            "run",
+            "_block",
+            "_mid",
+            "_text",
+            "_reason",
+            F.count(F.lit(1)).over(w).alias("_n"),
+            F.row_number().over(w.orderBy("_block", "_mid")).alias("_rn"),
+        )
+        .filter(F.col("_rn") <= malformed_limit)
+        .collect()
+    )
+    malformed_count = {r.index: len(malformed[r.index]) for r in runs}  # meta.json problems
+    counted: set[int] = set()
+    for row in sorted(bad_rows, key=lambda r: (r["run"], r["_block"], r["_mid"])):
+        r = runs[row["run"]]
+        line = line_of(r.index, row["_block"], row["_mid"])
+        reason = explain(row["_text"], row["_reason"])
+        if line == lines[r.index] and reason.startswith("invalid JSON"):
+            reason += " (truncated last line?)"
+        malformed[r.index].append(_malformed(r.events_path, line, reason, row["_text"]))
+        if r.index not in counted:
+            counted.add(r.index)
+            malformed_count[r.index] += row["_n"]
+
+    base_df = spark.createDataFrame(
+        [(run, block, mid0, before) for (run, block), (mid0, before) in bases.items()],
+        "run int, _block long, _mid0 long, _before long",
+    )
+    events = (
+        parsed.filter(F.col("_reason").isNull())
+        .join(F.broadcast(base_df), ["run", "_block"])
+        .select(
+            "run",
+            (F.col("_before") + F.col("_mid") - F.col("_mid0") + 1).alias("line"),
+            *ANALYSED,
+        )
+    )
+    return Loaded(spark, runs, events, parsed, lines, malformed, malformed_count)

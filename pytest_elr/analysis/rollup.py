@@ -1,0 +1,191 @@
+"""Across runs: per scenario, backend, Kafka version and profile, how many runs passed, the
+anomalies by kind, time spent under min ISR and time to a new leader after a fault.
+
+The per-run timings are computed by Spark from ``observe`` and ``fault`` events; the grouping
+of a few per-run rows is plain Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from pytest_elr.analysis.checks import CHECKS
+from pytest_elr.analysis.load import Loaded, load_runs
+from pytest_elr.analysis.session import get_spark
+from pytest_elr.analysis.verdict import DEFAULT_EXAMPLES, Verdict, verdicts_from
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+c = F.col
+GroupKey = tuple[str | None, str | None, str | None, str | None]
+
+
+def under_min_isr(events: DataFrame, min_isr: DataFrame) -> DataFrame:
+    """Seconds per run with fewer in-sync replicas than min ISR.
+
+    An observation holds until the next one; the last one until the run's last event.
+    ``min_isr``: (run, min_isr) for the runs whose meta.json gives it.
+    """
+    end = events.groupBy("run").agg(F.max("t").alias("t_end"))
+    w = Window.partitionBy("run").orderBy("line")
+    obs = events.filter((c("type") == "observe") & c("isr").isNotNull()).select(
+        "run", "t", "isr", F.lead("t").over(w).alias("t_next")
+    )
+    return (
+        obs.join(F.broadcast(min_isr), "run")
+        .join(end, "run")
+        .groupBy("run")
+        .agg(
+            F.sum(
+                F.when(
+                    F.size("isr") < c("min_isr"), F.coalesce("t_next", "t_end") - c("t")
+                ).otherwise(0.0)
+            ).alias("under_min_isr_s")
+        )
+    )
+
+
+def time_to_leader(events: DataFrame) -> DataFrame:
+    """Per fault: seconds from the fault to the first observation of a new leader.
+
+    A new leader is one different from the leader last observed before the fault, or any
+    leader after a leaderless observation. Only observations before the next fault count: a
+    fault that moves no leadership (a follower's) has no row.
+    """
+    w = Window.partitionBy("run").orderBy("line")
+    fo = (
+        events.filter(c("type").isin("fault", "observe"))
+        .select("run", "line", "t", "type", "leader", "action")
+        # segment k = the fault k and the observations after it, up to the next fault
+        .withColumn("seg", F.sum(F.when(c("type") == "fault", 1).otherwise(0)).over(w))
+        # leader + 1, and 0 for "no leader", so that last(ignorenulls) skips only faults
+        .withColumn(
+            "code",
+            F.when(c("type") == "observe", F.coalesce(c("leader") + 1, F.lit(0))),
+        )
+        .withColumn(
+            "prev_code",
+            F.last("code", ignorenulls=True).over(w.rowsBetween(Window.unboundedPreceding, -1)),
+        )
+    )
+    ws = (
+        Window.partitionBy("run", "seg")
+        .orderBy("line")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    fo = (
+        fo.filter(c("seg") > 0)
+        .withColumn("pre", F.first("prev_code").over(ws))  # the fault row comes first
+        .withColumn("t_fault", F.first("t").over(ws))
+        .withColumn("fault", F.first("action").over(ws))
+        .withColumn(
+            "leaderless_seen",
+            F.max(F.when((c("type") == "observe") & c("leader").isNull(), 1).otherwise(0)).over(
+                ws
+            ),
+        )
+    )
+    new_leader = (
+        (c("type") == "observe")
+        & c("leader").isNotNull()
+        & (
+            c("pre").isNull()
+            | (c("pre") == 0)
+            | (c("leader") + 1 != c("pre"))
+            | (c("leaderless_seen") == 1)
+        )
+    )
+    return (
+        fo.filter(new_leader)
+        .groupBy("run", "seg")
+        .agg(
+            F.first("fault").alias("fault"),
+            F.min_by(c("t") - c("t_fault"), c("line")).alias("seconds"),
+            F.min_by("leader", "line").alias("leader"),
+        )
+    )
+
+
+@dataclass
+class RollupRow:
+    scenario: str | None
+    backend: str | None
+    kafka_version: str | None
+    profile: str | None
+    runs: int = 0
+    passes: int = 0
+    anomalies: dict[str, int] = field(default_factory=lambda: {k: 0 for k in CHECKS})
+    runs_with: dict[str, int] = field(default_factory=lambda: {k: 0 for k in CHECKS})
+    malformed: int = 0
+    under_min_isr_s: float | None = None  # total over the runs that give min ISR
+    faults: int = 0
+    leader_changes: int = 0
+    time_to_leader_mean_s: float | None = None
+    time_to_leader_max_s: float | None = None
+    _ttl: list[float] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        return d
+
+
+def rollup_from(loaded: Loaded, verdicts: Sequence[Verdict]) -> list[RollupRow]:
+    spark = loaded.spark
+    ev = loaded.events
+    mins = [
+        (r.index, int(r.meta["min_insync_replicas"]))
+        for r in loaded.runs
+        if isinstance(r.meta.get("min_insync_replicas"), int)
+    ]
+    under: dict[int, float] = {}
+    if mins:
+        min_df = spark.createDataFrame(mins, "run int, min_isr int")
+        under = {r["run"]: r["under_min_isr_s"] for r in under_min_isr(ev, min_df).collect()}
+        for idx, _ in mins:  # min ISR known but no observation: nothing measured, 0 s
+            under.setdefault(idx, 0.0)
+    ttl: dict[int, list[float]] = {}
+    for r in time_to_leader(ev).collect():
+        ttl.setdefault(r["run"], []).append(r["seconds"])
+    faults = {
+        r["run"]: r["n"]
+        for r in ev.filter(c("type") == "fault").groupBy("run").agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    }
+
+    groups: dict[GroupKey, RollupRow] = {}
+    for run, v in zip(loaded.runs, verdicts, strict=True):
+        key: GroupKey = (v.scenario, v.backend, v.kafka_version, v.profile)
+        row = groups.setdefault(key, RollupRow(*key))
+        row.runs += 1
+        row.passes += int(v.valid)
+        row.malformed += v.malformed_count
+        for kind, a in v.anomalies.items():
+            row.anomalies[kind] += a.count
+            row.runs_with[kind] += int(a.count > 0)
+        if run.index in under:
+            row.under_min_isr_s = (row.under_min_isr_s or 0.0) + under[run.index]
+        row.faults += faults.get(run.index, 0)
+        row._ttl.extend(ttl.get(run.index, []))
+    for row in groups.values():
+        row.leader_changes = len(row._ttl)
+        if row._ttl:
+            row.time_to_leader_mean_s = sum(row._ttl) / len(row._ttl)
+            row.time_to_leader_max_s = max(row._ttl)
+    return sorted(groups.values(), key=lambda r: tuple(str(x) for x in
+                                                       (r.scenario, r.backend, r.kafka_version,
+                                                        r.profile)))
+
+
+def rollup_runs(
+    paths: Sequence[str], *, spark: SparkSession | None = None, examples: int = DEFAULT_EXAMPLES
+) -> tuple[list[Verdict], list[RollupRow]]:
+    """Verdicts and rollup of the run directories ``paths``, reading them once."""
+    with load_runs(spark or get_spark(), [str(p) for p in paths]) as loaded:
+        verdicts = verdicts_from(loaded, examples=examples)
+        return verdicts, rollup_from(loaded, verdicts)

@@ -1,0 +1,144 @@
+"""The one Spark session of a process, and the settings it is built from.
+
+Local mode (``local[*]``) by default; any master through ``PYTEST_ELR_SPARK_MASTER``, Spark
+Connect through ``PYTEST_ELR_SPARK_REMOTE``, and under ``spark-submit`` whatever the launcher
+was given (its ``--master`` wins).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ENV_MASTER = "PYTEST_ELR_SPARK_MASTER"
+ENV_REMOTE = "PYTEST_ELR_SPARK_REMOTE"
+ENV_DRIVER_MEMORY = "PYTEST_ELR_SPARK_DRIVER_MEMORY"
+ENV_SHUFFLE_PARTITIONS = "PYTEST_ELR_SPARK_SHUFFLE_PARTITIONS"
+
+# log4j2 config for a JVM we launch ourselves: Spark's default prints INFO/WARN lines
+# (native-hadoop, stage bars) that bury the checker's own output.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Spark sets an interactive (pyspark) driver to this logger's level, WARN unless configured.
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How to reach Spark. ``remote`` (Spark Connect) takes precedence over ``master``."""
+
+    master: str = "local[*]"
+    remote: str | None = None
+    driver_memory: str = "2g"
+    # The default 200 shuffle partitions cost ~200 tiny tasks per shuffle: far too many for
+    # histories that fit on one machine.
+    shuffle_partitions: int = 4
+    app_name: str = "pytest-elr-analysis"
+    log_level: str = "ERROR"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SparkSettings:
+        env = os.environ if env is None else env
+        default = cls()
+        return cls(
+            master=env.get(ENV_MASTER) or default.master,
+            remote=env.get(ENV_REMOTE) or None,
+            driver_memory=env.get(ENV_DRIVER_MEMORY) or default.driver_memory,
+            shuffle_partitions=int(env.get(ENV_SHUFFLE_PARTITIONS) or default.shuffle_partitions),
+        )
+
+    @property
+    def is_local(self) -> bool:
+        return self.remote is None and self.master.startswith("local")
+
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process was started by ``spark-submit`` (the JVM exists already)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _log4j2_file() -> str:
+    path = os.path.join(tempfile.gettempdir(), "pytest-elr-log4j2.properties")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(_LOG4J2)
+    return path
+
+
+def get_spark(settings: SparkSettings | None = None) -> SparkSession:
+    """The process's Spark session, created on first use and reused afterwards.
+
+    ``settings`` only matter for the first call: a JVM can't be reconfigured once started.
+    """
+    global _session
+    with _lock:
+        if _session is not None:
+            return _session
+        settings = settings or SparkSettings.from_env()
+        _session = _build(settings)
+        return _session
+
+
+def _build(settings: SparkSettings) -> SparkSession:
+    # PySpark warns about pandas >= 3 on import; the checker doesn't use pandas.
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(settings.app_name)
+    if settings.remote:
+        builder = builder.remote(settings.remote)
+    else:
+        if not under_spark_submit():
+            builder = builder.master(settings.master)
+            builder = builder.config("spark.driver.memory", settings.driver_memory)
+            builder = builder.config(
+                "spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile=file:{_log4j2_file()}",
+            )
+            if settings.is_local:
+                # Resolving the host name can take seconds (or pick an unreachable address)
+                # on containers; loopback is all local mode needs.
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+                builder = builder.config("spark.driver.host", "127.0.0.1")
+                builder = builder.config("spark.driver.bindAddress", "127.0.0.1")
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "pytest-elr-wh"))
+        )
+    builder = builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    spark = builder.getOrCreate()
+    if not settings.remote:
+        spark.sparkContext.setLogLevel(settings.log_level)
+    return spark
+
+
+def stop_spark() -> None:
+    """Stop the session (tests and benchmarks; the CLI just exits)."""
+    global _session
+    with _lock:
+        if _session is not None:
+            _session.stop()
+            _session = None

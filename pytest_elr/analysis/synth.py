@@ -1,0 +1,198 @@
+"""Synthetic histories: a small writer for hand-built ones, and a large generator.
+
+    python -m pytest_elr.analysis.synth OUT_DIR --records 10000000 [--lose N]
+
+writes a run directory with N acknowledged acks=all records, all read back by a final drain
+except ``--lose`` of them (spread over the log, each below the highest offset read, so the
+checker must report exactly that many ``lost``). The bulk lines are written by Spark, one
+part file per task, and concatenated in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from pytest_elr.analysis.load import EVENTS_FILE, META_FILE, SCHEMA_ID
+
+
+def meta(**fields: Any) -> dict[str, Any]:
+    """A complete meta.json; ``fields`` override the defaults."""
+    now = datetime.now(timezone.utc).isoformat()
+    base: dict[str, Any] = {
+        "schema": SCHEMA_ID,
+        "run_id": "synthetic",
+        "scenario": "synthetic",
+        "scenario_file": "synthetic.yaml",
+        "backend": "model",
+        "profile": "kip966",
+        "kafka_version": None,
+        "topic": "elr-test",
+        "min_insync_replicas": 2,
+        "started_at": now,
+        "finished_at": now,
+        "outcome": "passed",
+    }
+    base.update(fields)
+    return base
+
+
+def write_history(
+    out_dir: str | os.PathLike[str],
+    meta_fields: Mapping[str, Any],
+    events: Iterable[Mapping[str, Any] | str],
+) -> str:
+    """Write a run directory; ``events`` are dicts (dumped as one line each) or raw lines
+    (for broken histories)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, META_FILE), "w", encoding="utf-8") as f:
+        json.dump(dict(meta_fields), f, indent=2)
+    with open(os.path.join(out_dir, EVENTS_FILE), "w", encoding="utf-8") as f:
+        for e in events:
+            f.write(e if isinstance(e, str) else json.dumps(e, separators=(",", ":")) + "\n")
+    return str(out_dir)
+
+
+def _observe(t: float, leader: int | None, isr: list[int], hwm: int | None) -> dict[str, Any]:
+    return {
+        "t": t, "type": "observe", "step": "T1", "leader": leader, "leader_epoch": 1,
+        "isr": isr, "elr": [], "last_known_elr": [], "fenced": [], "hwm": hwm, "leo": {},
+    }  # fmt: skip
+
+
+def generate(
+    out_dir: str,
+    records: int,
+    *,
+    lose: int = 0,
+    partitions: int = 1,
+    tasks: int | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """Write a synthetic run of ``records`` acks=all sends (invoke + ok each) and a drain.
+
+    Record ``i`` goes to partition ``i % partitions`` at offset ``i // partitions``, value
+    ``v<i>``. Lost records are every ``step``-th of the first ``records - partitions`` (so a
+    higher offset of the same partition is always read).
+    """
+    from pyspark.sql import functions as F
+
+    from pytest_elr.analysis.session import get_spark
+
+    if records < 1:
+        raise ValueError("records must be positive")
+    if lose and lose > records - partitions:
+        raise ValueError(f"can lose at most {records - partitions} of {records} records")
+    spark = get_spark()
+    tasks = tasks or max(2, min(64, records // 500_000))
+    step = (records - partitions) // lose if lose else 0
+    dt = 1e-5  # 100k sends per second of history time
+    t_send_end = 1.0 + records * dt
+
+    os.makedirs(out_dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="elr-synth-", dir=out_dir)
+    try:
+        i = F.col("id")
+        part = (i % partitions).cast("long")
+        offset = (i / partitions).cast("long")
+        t = F.lit(1.0) + i * F.lit(dt)
+        common = '"type":"produce","step":"T1","id":%d,"value":"v%d","acks":"all","partition":%d,'
+        invoke = F.format_string(
+            '{"t":%.6f,' + common + '"op":"invoke","offset":null,"error":null}',
+            t, i, i, part,
+        )
+        ok = F.format_string(
+            '{"t":%.6f,' + common + '"op":"ok","offset":%d,"error":null}',
+            t + F.lit(dt / 2), i, i, part, offset,
+        )
+        sends = spark.range(0, records, numPartitions=tasks).select(
+            F.explode(F.array(invoke, ok)).alias("value")
+        )
+        sends.write.text(os.path.join(work, "sends"))
+
+        drain_t0 = t_send_end + 10.0
+        kept = spark.range(0, records, numPartitions=tasks)
+        if lose:
+            kept = kept.filter(~((i % step == 0) & (i / step < lose) & (i < records - partitions)))
+        consume = kept.select(
+            F.format_string(
+                '{"t":%.6f,"type":"consume","step":"T3","partition":%d,"offset":%d,'
+                '"value":"v%d","reader":"drain"}',
+                F.lit(drain_t0) + i * F.lit(dt), part, offset, i,
+            ).alias("value")
+        )
+        consume.write.text(os.path.join(work, "drain"))
+
+        mid_t = t_send_end + 1.0
+        head = [
+            {"t": 0.0, "type": "step", "step": "T0", "phase": "begin"},
+            _observe(0.1, 1, [1, 2, 3], 0),
+            {"t": 0.5, "type": "step", "step": "T1", "phase": "begin"},
+        ]
+        middle = [
+            {"t": mid_t, "type": "fault", "step": "T2", "action": "power_off", "args": {"broker": 1}},
+            _observe(mid_t + 0.5, None, [2, 3], records // partitions),
+            _observe(mid_t + 2.0, 2, [2], records // partitions),
+            _observe(mid_t + 6.0, 2, [2, 3], records // partitions),
+            {"t": mid_t + 6.5, "type": "hwm_read", "step": "T2", "partition": 0,
+             "hwm": records // partitions, "reader": "drain"},
+        ]  # fmt: skip
+        tail = [{"t": drain_t0 + records * dt + 0.1, "type": "step", "step": "T3", "phase": "end"}]
+
+        def dump(lines: list[dict[str, Any]], f: Any) -> None:
+            for e in lines:
+                f.write((json.dumps(e, separators=(",", ":")) + "\n").encode())
+
+        def cat(directory: str, f: Any) -> None:
+            for name in sorted(os.listdir(directory)):
+                if name.startswith("part-"):
+                    with open(os.path.join(directory, name), "rb") as src:
+                        shutil.copyfileobj(src, f, 16 << 20)
+
+        with open(os.path.join(out_dir, EVENTS_FILE), "wb") as f:
+            dump(head, f)
+            cat(os.path.join(work, "sends"), f)
+            dump(middle, f)
+            cat(os.path.join(work, "drain"), f)
+            dump(tail, f)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    info = meta(
+        run_id=run_id or f"synthetic-{records}-lose{lose}",
+        scenario="synthetic",
+        finished_at=datetime.now(timezone.utc).isoformat(),
+        outcome="failed" if lose else "passed",
+    )
+    with open(os.path.join(out_dir, META_FILE), "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=2)
+    return {"records": records, "lost": lose, "partitions": partitions,
+            "lines": 3 * records - lose + len(head) + len(middle) + len(tail)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pytest_elr.analysis.synth", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out_dir")
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--lose", type=int, default=0, help="acknowledged records left out of the drain")
+    ap.add_argument("--partitions", type=int, default=1)
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+    info = generate(args.out_dir, args.records, lose=args.lose, partitions=args.partitions)
+    size = os.path.getsize(os.path.join(args.out_dir, EVENTS_FILE))
+    print(f"wrote {args.out_dir}: {info['lines']} lines, {size / 2**20:.0f} MiB, "
+          f"{info['lost']} lost, in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Per-run verdicts, computed by Spark: every check of :mod:`.checks` over all runs at once,
+counted and sampled in a single job."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from pytest_elr.analysis.checks import CHECKS, INVALIDATING, acked
+from pytest_elr.analysis.load import Loaded, load_runs
+from pytest_elr.analysis.session import get_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_EXAMPLES = 10
+
+
+@dataclass
+class Anomaly:
+    count: int = 0
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "examples": self.examples}
+
+
+@dataclass
+class Verdict:
+    """One run's result. ``valid``: no lost, unseen, duplicate, inconsistent_offset, reorder
+    or hwm_regression. ``lost_acked``: acks=all acknowledged records never read (lost +
+    unseen). Malformed lines don't change ``valid`` (the CLI's ``--strict`` does)."""
+
+    path: str
+    run_id: str | None
+    scenario: str | None
+    profile: str | None
+    backend: str | None
+    kafka_version: str | None
+    acked: int  # produce ok with acks=all
+    acked_weak: int  # produce ok with acks=1 or 0
+    read: int  # consume events (all readers)
+    anomalies: dict[str, Anomaly]
+    lost_acked: int
+    valid: bool
+    malformed: list[dict[str, Any]]
+    malformed_count: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def count(self, kind: str) -> int:
+        return self.anomalies[kind].count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "scenario": self.scenario,
+            "profile": self.profile,
+            "backend": self.backend,
+            "kafka_version": self.kafka_version,
+            "path": self.path,
+            "acked": self.acked,
+            "acked_weak": self.acked_weak,
+            "read": self.read,
+            "anomalies": {k: a.to_dict() for k, a in self.anomalies.items()},
+            "lost_acked": self.lost_acked,
+            "valid": self.valid,
+            "malformed": self.malformed,
+            "malformed_count": self.malformed_count,
+        }
+
+
+def _anomaly_rows(loaded: Loaded, examples: int) -> list[Any]:
+    """(run, kind, count, example json) for up to ``examples`` anomalies per run and kind."""
+    parts = []
+    for kind, (check, order) in CHECKS.items():
+        df = check(loaded.events)
+        payload = [x for x in df.columns if x != "run"]
+        parts.append(
+            df.select(
+                "run",
+                F.lit(kind).alias("kind"),
+                F.array(*[F.coalesce(F.col(o).cast("long"), F.lit(2**63 - 1)) for o in order]).alias(
+                    "_order"
+                ),
+                F.to_json(F.struct(*payload), {"ignoreNullFields": "false"}).alias("example"),
+            )
+        )
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionByName(p)
+    w = Window.partitionBy("run", "kind")
+    return (
+        union.select(
+            "run",
+            "kind",
+            "example",
+            F.count(F.lit(1)).over(w).alias("n"),
+            F.row_number().over(w.orderBy("_order")).alias("rn"),
+        )
+        .filter(F.col("rn") <= max(examples, 1))
+        .orderBy("run", "kind", "rn")
+        .collect()
+    )
+
+
+def _stats(loaded: Loaded) -> dict[int, Any]:
+    ev = loaded.events
+    ok = acked(ev)
+    acks = ok.groupBy("run").agg(
+        F.count(F.when(F.col("acks_all"), 1)).alias("acked"),
+        F.count(F.when(~F.col("acks_all"), 1)).alias("acked_weak"),
+    )
+    read = ev.filter(F.col("type") == "consume").groupBy("run").agg(F.count(F.lit(1)).alias("read"))
+    return {r["run"]: r for r in acks.join(read, "run", "full").collect()}
+
+
+def verdicts_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[Verdict]:
+    rows = _anomaly_rows(loaded, examples)
+    stats = _stats(loaded)
+    found: dict[int, dict[str, Anomaly]] = {r.index: {} for r in loaded.runs}
+    for row in rows:
+        a = found[row["run"]].setdefault(row["kind"], Anomaly(count=row["n"]))
+        if len(a.examples) < examples:
+            a.examples.append(json.loads(row["example"]))
+    verdicts = []
+    for run in loaded.runs:
+        anomalies = {kind: found[run.index].get(kind, Anomaly()) for kind in CHECKS}
+        s = stats.get(run.index)
+        meta = run.meta
+        verdicts.append(
+            Verdict(
+                path=run.path,
+                run_id=meta.get("run_id"),
+                scenario=meta.get("scenario"),
+                profile=meta.get("profile"),
+                backend=meta.get("backend"),
+                kafka_version=meta.get("kafka_version"),
+                acked=(s["acked"] or 0) if s else 0,
+                acked_weak=(s["acked_weak"] or 0) if s else 0,
+                read=(s["read"] or 0) if s else 0,
+                anomalies=anomalies,
+                lost_acked=anomalies["lost"].count + anomalies["unseen"].count,
+                valid=all(anomalies[k].count == 0 for k in INVALIDATING),
+                malformed=loaded.malformed[run.index],
+                malformed_count=loaded.malformed_count[run.index],
+                meta=meta,
+            )
+        )
+    return verdicts
+
+
+def check_runs(
+    paths: Sequence[str],
+    *,
+    spark: SparkSession | None = None,
+    examples: int = DEFAULT_EXAMPLES,
+) -> list[Verdict]:
+    """Verdicts for the run directories ``paths``, in that order."""
+    with load_runs(spark or get_spark(), [str(p) for p in paths]) as loaded:
+        return verdicts_from(loaded, examples=examples)
+
+
+def check_run(
+    path: str, *, spark: SparkSession | None = None, examples: int = DEFAULT_EXAMPLES
+) -> Verdict:
+    return check_runs([path], spark=spark, examples=examples)[0]

@@ -1,0 +1,152 @@
+"""Network faults per link and per direction, through each node's Toxiproxy.
+
+Every node runs a Toxiproxy server in its own network namespace with one
+proxy per peer: ``to-<peer>`` on node *j* carries every TCP connection that
+*j* opens to that peer (see :mod:`pytest_elr.sut.config`). A connection
+opened by *j* to *i* has an ``upstream`` stream (*j* -> *i*) and a
+``downstream`` stream (*i* -> *j*).
+
+Direction semantics: ``cut(src, dst)`` drops the *data flowing from src to
+dst*, whoever opened the connection - the upstream of ``src:to-dst`` and the
+downstream of ``dst:to-src``. So ``cut(1, "controller")`` makes broker 1's
+heartbeats vanish (the controller fences it) while the controller's data
+still reaches broker 1; ``cut("controller", 1)`` lets heartbeats arrive but
+loses the replies. Brokers only open connections to controllers, never the
+reverse, so a dialer-based definition would make one direction a no-op.
+
+Why a ``timeout`` toxic with ``timeout=0`` and not disabling the proxy:
+disabling refuses new connections (*connection refused*, an instant,
+unrealistic error that makes Kafka reconnect in a tight loop) and leaves
+established connections alone; a ``timeout`` toxic with 0 black-holes the
+stream - established and new connections stay open and silent, as in a real
+partition, and Kafka has to notice by its own timeouts. Removing the toxic
+closes the held connections, so Kafka reconnects at once after ``heal``.
+
+The time from API call to cut link is the REST round trip, measured in
+``pytest_elr.sut.bench`` (a few ms): the toxic is installed in the live
+links' chains before the call returns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
+
+from pytest_elr.sut.config import NodeSpec
+from pytest_elr.sut.errors import ToxiproxyError
+
+if TYPE_CHECKING:
+    from pytest_elr.sut.cluster import KafkaCluster
+
+NodeRef = int | str  # a node id, or "controller"/"controllers"/"brokers"/"all"
+Group = Literal["brokers", "controller", "all"]
+
+CUT = "cut"
+SLOW = "slow"
+
+
+class NetworkFaults:
+    def __init__(self, cluster: KafkaCluster) -> None:
+        self.cluster = cluster
+        # (src id, dst id) pairs whose src->dst data is currently dropped.
+        self.cuts: set[tuple[int, int]] = set()
+        self.slowed: dict[tuple[int, int], int] = {}
+
+    # ------------------------------------------------------------ resolution
+
+    def nodes(self, ref: NodeRef | Iterable[NodeRef]) -> list[NodeSpec]:
+        topo = self.cluster.topology
+        if isinstance(ref, int):
+            return [topo.node(ref)]
+        if isinstance(ref, str):
+            groups = {"controller": topo.controllers, "controllers": topo.controllers,
+                      "brokers": topo.brokers, "all": topo.nodes}
+            if ref not in groups:
+                raise ValueError(f"unknown node {ref!r}: use an id or one of {sorted(groups)}")
+            return list(groups[ref])
+        return [n for r in ref for n in self.nodes(r)]
+
+    def _links(self, src: NodeRef | Iterable[NodeRef],
+               dst: NodeRef | Iterable[NodeRef]) -> list[tuple[NodeSpec, NodeSpec]]:
+        return [(s, d) for s in self.nodes(src) for d in self.nodes(dst) if s != d]
+
+    def _toxi(self, node: NodeSpec):  # type: ignore[no-untyped-def]
+        client = self.cluster.node(node.node_id).toxiproxy
+        assert client is not None, "cluster not started"
+        return client
+
+    def _add(self, s: NodeSpec, d: NodeSpec, kind: str, type_: str,
+             attrs: dict[str, int | float]) -> None:
+        # data s -> d: upstream of s's proxy to d, downstream of d's proxy to s.
+        for node, proxy, stream in ((s, f"to-{d.name}", "upstream"),
+                                    (d, f"to-{s.name}", "downstream")):
+            name = f"{kind}-{stream}"
+            toxi = self._toxi(node)
+            try:
+                toxi.add_toxic(proxy, name, type_, stream, attrs)  # type: ignore[arg-type]
+            except ToxiproxyError as e:
+                if "HTTP 409" not in str(e):  # already there: replace (e.g. new latency)
+                    raise
+                toxi.remove_toxic(proxy, name)
+                toxi.add_toxic(proxy, name, type_, stream, attrs)  # type: ignore[arg-type]
+
+    def _remove(self, s: NodeSpec, d: NodeSpec, kind: str) -> None:
+        self._toxi(s).remove_toxic(f"to-{d.name}", f"{kind}-upstream")
+        self._toxi(d).remove_toxic(f"to-{s.name}", f"{kind}-downstream")
+
+    # ------------------------------------------------------------ API
+
+    def cut(self, src: NodeRef, dst: NodeRef, both_ways: bool = False) -> float:
+        """Drop data from ``src`` to ``dst`` (and back if ``both_ways``). Returns seconds taken."""
+        t0 = time.monotonic()
+        links = self._links(src, dst) + (self._links(dst, src) if both_ways else [])
+        for s, d in links:
+            self._add(s, d, CUT, "timeout", {"timeout": 0})
+            self.cuts.add((s.node_id, d.node_id))
+        return time.monotonic() - t0
+
+    def cut_both(self, a: NodeRef, b: NodeRef) -> float:
+        return self.cut(a, b, both_ways=True)
+
+    def heal(self, src: NodeRef, dst: NodeRef, both_ways: bool = True) -> float:
+        """Remove cuts and slowness between ``src`` and ``dst``."""
+        t0 = time.monotonic()
+        links = self._links(src, dst) + (self._links(dst, src) if both_ways else [])
+        for s, d in links:
+            self._remove(s, d, CUT)
+            self._remove(s, d, SLOW)
+            self.cuts.discard((s.node_id, d.node_id))
+            self.slowed.pop((s.node_id, d.node_id), None)
+        return time.monotonic() - t0
+
+    def heal_all(self) -> float:
+        t0 = time.monotonic()
+        for n in self.cluster.topology.nodes:
+            self._toxi(n).reset()
+        self.cuts.clear()
+        self.slowed.clear()
+        return time.monotonic() - t0
+
+    def slow(self, src: NodeRef, dst: NodeRef, latency_ms: int, jitter_ms: int = 0,
+             both_ways: bool = False) -> float:
+        """Delay data from ``src`` to ``dst`` by ``latency_ms`` (Toxiproxy ``latency`` toxic)."""
+        t0 = time.monotonic()
+        links = self._links(src, dst) + (self._links(dst, src) if both_ways else [])
+        for s, d in links:
+            self._add(s, d, SLOW, "latency", {"latency": latency_ms, "jitter": jitter_ms})
+            self.slowed[(s.node_id, d.node_id)] = latency_ms
+        return time.monotonic() - t0
+
+    def isolate(self, node: int, from_: Group = "all") -> float:
+        """Cut ``node`` both ways from the brokers, the controller(s), or every other node."""
+        group = {"brokers": "brokers", "controller": "controller", "all": "all"}[from_]
+        return self.cut(node, group, both_ways=True)
+
+    def is_cut(self, src: int, dst: int) -> bool:
+        return (src, dst) in self.cuts
+
+    def cut_from_controller(self, broker: int) -> bool:
+        """True when any link between ``broker`` and a controller is cut (its metadata may lag)."""
+        return any((broker, c.node_id) in self.cuts or (c.node_id, broker) in self.cuts
+                   for c in self.cluster.topology.controllers)

@@ -1,0 +1,249 @@
+"""Typed Kafka admin/observation requests over :mod:`pytest_elr.sut.wire`.
+
+Why a Python client and not ``kafka-topics --describe`` in a container: the
+JVM tool costs seconds per call (measured ~1.6 s on 2 cores; see
+``pytest_elr.sut.bench``), the Python request ~2 ms, so a test
+can poll leader/ISR/ELR many times a second. Both read the same
+``DescribeTopicPartitions`` response (API key 75), so nothing is inferred.
+
+Requests used (all flexible versions):
+
+=====================  ====  =======  ==========================================
+request                key   version  what for
+=====================  ====  =======  ==========================================
+CreateTopics           19    7        explicit replica assignment + topic configs
+IncrementalAlterConfigs 44   1        change a topic's ``min.insync.replicas``
+DescribeCluster        60    2        ``IncludeFencedBrokers`` -> ``IsFenced`` (KIP-1073)
+DescribeTopicPartitions 75   0        leader, epoch, ISR, ELR, LastKnownELR (KIP-966)
+ListOffsets            2     6        ReplicaId=-1: leader's HWM; ReplicaId=-2 (debug):
+                                      any replica's local log end offset
+=====================  ====  =======  ==========================================
+
+Per-replica LEO: ``DescribeLogDirs`` reports ``OffsetLag`` = max(HW - LEO, 0)
+of the broker's *own* log, always 0 for a current replica, so it cannot show
+a follower's LEO. ``ListOffsets`` with the debugging replica id (-2) is served
+by followers too and, for a non-consumer replica id, ``LATEST`` answers the
+local log end offset instead of the high watermark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pytest_elr.sut.errors import KafkaProtocolError
+from pytest_elr.sut.wire import Reader, Writer, request
+
+LATEST = -1
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+
+ERRORS = {
+    3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT",
+    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
+    39: "INVALID_REPLICA_ASSIGNMENT", 40: "INVALID_CONFIG", 41: "NOT_CONTROLLER",
+    42: "INVALID_REQUEST", 51: "CONCURRENT_TRANSACTIONS", 56: "KAFKA_STORAGE_ERROR",
+    74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH", 89: "THROTTLING_QUOTA_EXCEEDED",
+    5: "LEADER_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    15: "COORDINATOR_NOT_AVAILABLE", 0: "NONE",
+}
+
+
+def _err(code: int, what: str, message: str | None = None) -> KafkaProtocolError:
+    name = ERRORS.get(code, f"error {code}")
+    return KafkaProtocolError(f"{what}: {name}" + (f" ({message})" if message else ""), code)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition as the cluster's metadata describes it."""
+
+    topic: str
+    partition: int
+    leader: int | None  # None when leaderless (LeaderId -1)
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...] | None  # None: the broker sent null (ELR feature off)
+    last_known_elr: tuple[int, ...] | None
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    fenced: bool
+
+
+def _t(xs: list[int] | None) -> tuple[int, ...]:
+    return tuple(xs or ())
+
+
+def describe_topic_partitions(host: str, port: int, topic: str,
+                              timeout_s: float = 5.0) -> list[PartitionState]:
+    body = Writer()
+    body.compact_array([topic], lambda w, t: w.compact_string(t).tags())
+    body.int32(2000)  # ResponsePartitionLimit
+    body.int8(-1)  # Cursor: null
+    body.tags()
+    r = request(host, port, 75, 0, bytes(body.buf), timeout_s)
+    r.int32()  # throttle
+    out: list[PartitionState] = []
+
+    def partition(r: Reader, name: str) -> None:
+        code = r.int16()
+        index = r.int32()
+        leader = r.int32()
+        epoch = r.int32()
+        replicas, isr = r.int32_array(), r.int32_array()
+        elr, lke = r.int32_array(), r.int32_array()
+        offline = r.int32_array()
+        r.tags()
+        if code:
+            raise _err(code, f"describe {name}-{index}")
+        out.append(PartitionState(name, index, None if leader < 0 else leader, epoch,
+                                  _t(replicas), _t(isr), None if elr is None else tuple(elr),
+                                  None if lke is None else tuple(lke), _t(offline)))
+
+    def topic_entry(r: Reader) -> None:
+        code = r.int16()
+        name = r.compact_string() or topic
+        r.uuid()
+        r.boolean()
+        r.compact_array(lambda r: partition(r, name))
+        r.int32()  # authorized operations
+        r.tags()
+        if code:
+            raise _err(code, f"describe topic {name}")
+
+    r.compact_array(topic_entry)
+    return sorted(out, key=lambda p: p.partition)
+
+
+def describe_cluster(host: str, port: int, timeout_s: float = 5.0) -> list[BrokerInfo]:
+    """Registered brokers, fenced ones included (DescribeCluster v2, KIP-1073)."""
+    body = Writer().boolean(False).int8(1).boolean(True).tags()
+    r = request(host, port, 60, 2, bytes(body.buf), timeout_s)
+    r.int32()
+    code, msg = r.int16(), r.compact_string()
+    if code:
+        raise _err(code, "describe cluster", msg)
+    r.int8()  # endpoint type
+    r.compact_string()  # cluster id
+    r.int32()  # controller id
+
+    def broker(r: Reader) -> BrokerInfo:
+        b = BrokerInfo(r.int32(), r.compact_string() or "", r.int32(), False)
+        r.compact_string()  # rack
+        fenced = r.boolean()
+        r.tags()
+        return BrokerInfo(b.broker_id, b.host, b.port, fenced)
+
+    brokers = r.compact_array(broker) or []
+    return sorted(brokers, key=lambda b: b.broker_id)
+
+
+def list_offset(host: str, port: int, topic: str, partition: int, replica_id: int,
+                timestamp: int = LATEST, timeout_s: float = 5.0) -> int:
+    """ListOffsets v6 for one partition. See the module docstring for replica ids."""
+    body = Writer().int32(replica_id).int8(0)
+    body.compact_array([topic], lambda w, t: w.compact_string(t).compact_array(
+        [partition], lambda w2, p: w2.int32(p).int32(-1).int64(timestamp).tags()).tags())
+    body.tags()
+    r = request(host, port, 2, 6, bytes(body.buf), timeout_s)
+    r.int32()
+    result: list[int] = []
+
+    def part(r: Reader) -> None:
+        r.int32()
+        code = r.int16()
+        r.int64()  # timestamp
+        offset = r.int64()
+        r.int32()  # leader epoch
+        r.tags()
+        if code:
+            raise _err(code, f"list offsets {topic}-{partition} on {host}:{port}")
+        result.append(offset)
+
+    def top(r: Reader) -> None:
+        r.compact_string()
+        r.compact_array(part)
+        r.tags()
+
+    r.compact_array(top)
+    if not result:
+        raise KafkaProtocolError(f"list offsets {topic}-{partition}: empty response")
+    return result[0]
+
+
+def create_topic(host: str, port: int, name: str, assignment: Mapping[int, Sequence[int]],
+                 configs: Mapping[str, str], timeout_ms: int = 30000) -> None:
+    """CreateTopics v7 with an explicit replica assignment {partition: [broker ids]}."""
+    body = Writer()
+
+    def topic(w: Writer, _: object) -> None:
+        w.compact_string(name).int32(-1).int16(-1)
+        w.compact_array(sorted(assignment.items()), lambda w2, kv: w2.int32(kv[0]).compact_array(
+            kv[1], Writer.int32).tags())
+        w.compact_array(sorted(configs.items()),
+                        lambda w2, kv: w2.compact_string(kv[0]).compact_string(kv[1]).tags())
+        w.tags()
+
+    body.compact_array([None], topic).int32(timeout_ms).boolean(False).tags()
+    r = request(host, port, 19, 7, bytes(body.buf), timeout_s=timeout_ms / 1000 + 5)
+    r.int32()
+    errors: list[KafkaProtocolError] = []
+
+    def result(r: Reader) -> None:
+        tname = r.compact_string()
+        r.uuid()
+        code, msg = r.int16(), r.compact_string()
+        r.int32()
+        r.int16()
+
+        def cfg(r: Reader) -> None:
+            r.compact_string()
+            r.compact_string()
+            r.boolean()
+            r.int8()
+            r.boolean()
+            r.tags()
+
+        r.compact_array(cfg)
+        r.tags()  # holds TopicConfigErrorCode (tag 0)
+        if code:
+            errors.append(_err(code, f"create topic {tname}", msg))
+
+    r.compact_array(result)
+    if errors:
+        raise errors[0]
+
+
+def alter_topic_config(host: str, port: int, topic: str, configs: Mapping[str, str | None]) -> None:
+    """IncrementalAlterConfigs v1: SET (value) or DELETE (None) topic configs."""
+    body = Writer()
+
+    def resource(w: Writer, _: object) -> None:
+        w.int8(2).compact_string(topic)  # 2 = TOPIC
+        w.compact_array(sorted(configs.items()), lambda w2, kv: w2.compact_string(kv[0]).int8(
+            0 if kv[1] is not None else 1).compact_string(kv[1]).tags())
+        w.tags()
+
+    body.compact_array([None], resource).boolean(False).tags()
+    r = request(host, port, 44, 1, bytes(body.buf))
+    r.int32()
+    errors: list[KafkaProtocolError] = []
+
+    def resp(r: Reader) -> None:
+        code, msg = r.int16(), r.compact_string()
+        r.int8()
+        r.compact_string()
+        r.tags()
+        if code:
+            errors.append(_err(code, f"alter config of {topic}", msg))
+
+    r.compact_array(resp)
+    if errors:
+        raise errors[0]

@@ -1,0 +1,165 @@
+"""One Kafka node = one container (testcontainers ``DockerContainer``).
+
+The container's main process runs the node's Toxiproxy server and idles; the
+JVM is controlled with ``kafka-ctl`` through ``docker exec`` (see
+``images/kafka-node/kafka-ctl``), so it can be stopped, killed, paused and
+relaunched while the container, its network identity and its data dir stay.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import time
+
+import docker.errors
+from docker.models.containers import Container
+
+# Ryuk is an image we cannot pull, and inside a container (/.dockerenv)
+# testcontainers would otherwise use a gateway IP: set both before import.
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+
+import contextlib
+
+from testcontainers.core.config import testcontainers_config  # noqa: E402
+from testcontainers.core.container import DockerContainer  # noqa: E402
+from testcontainers.core.network import Network  # noqa: E402
+
+from pytest_elr.sut.config import (  # noqa: E402
+    BROKER_HEAP,
+    CLIENT_PORT,
+    CONTROLLER_HEAP,
+    TOXIPROXY_PORT,
+    NodeSpec,
+    Topology,
+)
+from pytest_elr.sut.errors import NodeCommandError, PortClashError  # noqa: E402
+from pytest_elr.sut.toxiproxy import ProxySpec, ToxiproxyClient  # noqa: E402
+
+if os.environ["TESTCONTAINERS_RYUK_DISABLED"].lower() == "true":
+    testcontainers_config.ryuk_disabled = True
+
+
+class KafkaNode:
+    def __init__(self, spec: NodeSpec, topology: Topology, image: str, network: Network,
+                 cluster_id: str, labels: dict[str, str]) -> None:
+        self.spec = spec
+        self.topology = topology
+        self.container_name = f"pytest-elr-{cluster_id}-{spec.name}"
+        self.client_port: int | None = None  # host port of the CLIENT listener
+        self.toxiproxy_port: int | None = None
+        self._tc = DockerContainer(
+            image,
+            name=self.container_name,
+            network=network,
+            network_aliases=[spec.real_host],
+            env={"KAFKA_HEAP_OPTS": BROKER_HEAP if spec.is_broker else CONTROLLER_HEAP,
+                 "TOXIPROXY_PORT": str(TOXIPROXY_PORT)},
+            labels=labels,
+            # Not the advertised name: Docker maps the hostname to the container
+            # IP in /etc/hosts, which would bypass the local proxy.
+            hostname=f"node-{spec.name}",
+            extra_hosts=topology.extra_hosts(),
+        )
+        # Publish on loopback only, random host port (so no clashes between
+        # clusters). testcontainers' API takes only int ports, hence the tuple.
+        self._tc.ports[f"{TOXIPROXY_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
+        if spec.is_broker:
+            self._tc.ports[f"{CLIENT_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
+        self.toxiproxy: ToxiproxyClient | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def container(self) -> Container:
+        c = self._tc.get_wrapped_container()
+        if c is None:
+            raise NodeCommandError(f"{self.name}: container not started")
+        return c
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start_container(self) -> None:
+        try:
+            self._tc.start()
+        except docker.errors.APIError as e:
+            text = str(e)
+            if "port is already allocated" in text or "address already in use" in text:
+                raise PortClashError(f"{self.name}: a published port is taken ({text}).\n"
+                                     "fix: free the port or let Docker choose (the default)") from e
+            raise
+        c = self.container
+        c.reload()
+        ports = c.attrs["NetworkSettings"]["Ports"]
+        self.toxiproxy_port = int(ports[f"{TOXIPROXY_PORT}/tcp"][0]["HostPort"])
+        if self.spec.is_broker:
+            self.client_port = int(ports[f"{CLIENT_PORT}/tcp"][0]["HostPort"])
+        self.toxiproxy = ToxiproxyClient("127.0.0.1", self.toxiproxy_port)
+
+    def wait_toxiproxy(self, timeout_s: float = 30.0) -> None:
+        assert self.toxiproxy is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.toxiproxy.version()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def proxy_specs(self) -> list[ProxySpec]:
+        """One proxy per peer: ``to-<peer>`` on 127.0.0.1:<peer port> -> peer's real address."""
+        return [ProxySpec(f"to-{p.name}", f"127.0.0.1:{p.peer_port}",
+                          f"{p.real_host}:{p.peer_port}")
+                for p in self.topology.nodes if p != self.spec]
+
+    def configure(self) -> None:
+        self.wait_toxiproxy()
+        assert self.toxiproxy is not None
+        self.toxiproxy.populate(self.proxy_specs())
+        self.put_file("/etc/kafka/server.properties",
+                      self.topology.render(self.spec, self.client_port))
+
+    def put_file(self, path: str, content: str) -> None:
+        directory, _, fname = path.rpartition("/")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            data = content.encode()
+            info = tarfile.TarInfo(fname)
+            info.size = len(data)
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        self.container.put_archive(directory, buf.getvalue())
+
+    def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
+        res = self.container.exec_run(list(cmd), demux=False)
+        out = (res.output or b"").decode(errors="replace")
+        if check and res.exit_code != 0:
+            raise NodeCommandError(f"{self.name}: `{' '.join(cmd)}` exited {res.exit_code}: "
+                                   f"{out.strip()[-2000:]}")
+        return res.exit_code, out
+
+    def ctl(self, *args: str, check: bool = True) -> str:
+        return self.exec("/opt/elr/bin/kafka-ctl", *args, check=check)[1].strip()
+
+    def state(self) -> str:
+        """``running`` | ``paused`` | ``stopped`` (of the JVM, not the container)."""
+        try:
+            return self.ctl("status")
+        except (NodeCommandError, docker.errors.APIError):
+            return "stopped"
+
+    def logs(self, lines: int = 40) -> str:
+        try:
+            return self.ctl("logs", str(lines), check=False)
+        except Exception as e:  # container gone: say so rather than fail the report
+            return f"<no logs: {e}>"
+
+    def remove(self) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            self._tc.stop(force=True, delete_volume=True)

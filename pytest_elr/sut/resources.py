@@ -1,0 +1,186 @@
+"""Labels, names and cleanup of every Docker resource this project creates.
+
+Every container and network carries:
+
+* ``pytest-elr=1``                 - made by this project (what ``reap_leftovers`` finds)
+* ``pytest-elr.session=<id>``      - the test session (``$PYTEST_ELR_SESSION`` or
+                                     ``<pid>-<random>``; xdist workers get their own)
+* ``pytest-elr.cluster=<id>``      - one cluster
+* ``pytest-elr.owner-pid=<pid>``   - the creating process, so leftovers of dead
+                                     processes can be reaped without touching a
+                                     live parallel session's clusters
+
+Ryuk (testcontainers' reaper) is an image we cannot pull, so cleanup is ours:
+``KafkaCluster.close`` removes by label (which also catches containers created
+concurrently with an interrupt), live clusters are closed at interpreter exit,
+and SIGTERM is turned into ``SystemExit`` so that exit handlers run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import docker
+import docker.errors
+
+from pytest_elr.sut.errors import EngineNotRunningError
+
+LABEL = "pytest-elr"
+SESSION_LABEL = f"{LABEL}.session"
+CLUSTER_LABEL = f"{LABEL}.cluster"
+OWNER_LABEL = f"{LABEL}.owner-pid"
+
+_session_id: str | None = None
+
+
+def session_id() -> str:
+    """This process's session id (stable for the process)."""
+    global _session_id
+    if _session_id is None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        base = os.environ.get("PYTEST_ELR_SESSION") or f"{os.getpid()}-{secrets.token_hex(3)}"
+        _session_id = f"{base}-{worker}" if worker else base
+    return _session_id
+
+
+def new_cluster_id() -> str:
+    """Unique per process and xdist worker: pid + random suffix."""
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def labels(cluster_id: str) -> dict[str, str]:
+    return {LABEL: "1", SESSION_LABEL: session_id(), CLUSTER_LABEL: cluster_id,
+            OWNER_LABEL: str(os.getpid())}
+
+
+def docker_client() -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException as e:
+        raise EngineNotRunningError(
+            f"no Docker engine answers ({e}).\nfix: run `bash images/setup-host.sh` as root "
+            "(installs docker.io and starts dockerd), or start your engine / set DOCKER_HOST"
+        ) from e
+    return client
+
+
+def _containers(client: docker.DockerClient, filters: dict[str, Any]) -> list[dict[str, Any]]:
+    # Low-level listing: the high-level one inspects each container and raises
+    # NotFound for one being created or removed concurrently.
+    result: list[dict[str, Any]] = client.api.containers(all=True, filters=filters)
+    return result
+
+
+def _remove(client: docker.DockerClient, filters: dict[str, Any]) -> int:
+    n = 0
+    for c in _containers(client, filters):
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            client.api.remove_container(c["Id"], force=True, v=True)
+            n += 1
+    for net in client.api.networks(filters=filters):
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            client.api.remove_network(net["Id"])
+            n += 1
+    vols = client.api.volumes(filters=filters).get("Volumes") or []
+    for vol in vols:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            client.api.remove_volume(vol["Name"], force=True)
+            n += 1
+    return n
+
+
+def remove_cluster(cluster_id: str, client: docker.DockerClient | None = None) -> int:
+    return _remove(client or docker_client(), {"label": f"{CLUSTER_LABEL}={cluster_id}"})
+
+
+def cleanup(session_label: str | None = None) -> int:
+    """Remove every resource of one session (default: this process's). Returns the count."""
+    return _remove(docker_client(), {"label": f"{SESSION_LABEL}={session_label or session_id()}"})
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_leftovers(only_dead_owners: bool = True) -> int:
+    """Remove resources labelled by this project.
+
+    With ``only_dead_owners`` (default) only those whose creating process is
+    gone, so a parallel live session is left alone; ``False`` removes all.
+    """
+    client = docker_client()
+    n = 0
+    seen: set[str] = set()
+    found = [c.get("Labels") or {} for c in _containers(client, {"label": LABEL})]
+    found += [net.get("Labels") or {} for net in client.api.networks(filters={"label": LABEL})]
+    for lab in found:
+        cid = lab.get(CLUSTER_LABEL)
+        if not cid or cid in seen:
+            continue
+        owner = lab.get(OWNER_LABEL, "")
+        if only_dead_owners and owner.isdigit() and _pid_alive(int(owner)):
+            continue
+        seen.add(cid)
+        n += remove_cluster(cid, client)
+    return n
+
+
+def count_resources(session_label: str) -> int:
+    client = docker_client()
+    f = {"label": f"{SESSION_LABEL}={session_label}"}
+    vols = client.api.volumes(filters=f).get("Volumes") or []
+    return len(_containers(client, f)) + len(client.api.networks(filters=f)) + len(vols)
+
+
+# ------------------------------------------------------------ exit handling
+
+_live: dict[int, Callable[[], None]] = {}
+_lock = threading.Lock()
+_installed = False
+
+
+def _close_all() -> None:
+    with _lock:
+        closers = list(_live.values())
+        _live.clear()
+    for close in closers:
+        with contextlib.suppress(Exception):
+            close()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    # Raise in the main thread so `finally` blocks and fixtures unwind, then
+    # atexit closes whatever is still open.
+    raise SystemExit(128 + signum)
+
+
+def register(key: int, close: Callable[[], None]) -> None:
+    """Close ``close`` at interpreter exit unless unregistered first."""
+    global _installed
+    with _lock:
+        _live[key] = close
+        if not _installed:
+            atexit.register(_close_all)
+            if (threading.current_thread() is threading.main_thread()
+                    and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)):
+                signal.signal(signal.SIGTERM, _on_sigterm)
+            _installed = True
+
+
+def unregister(key: int) -> None:
+    with _lock:
+        _live.pop(key, None)

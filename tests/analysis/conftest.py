@@ -1,0 +1,23 @@
+"""One Spark session for all analysis tests (starting one costs 5-15 s)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the history checker needs pyspark (pip install pyspark)")
+
+from pytest_elr.analysis.session import SparkSettings, get_spark, stop_spark  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    # Two shuffle partitions: the test histories have a few lines each.
+    session = get_spark(SparkSettings(master="local[2]", shuffle_partitions=2, driver_memory="1g"))
+    yield session
+    stop_spark()

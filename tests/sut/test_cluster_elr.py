@@ -1,0 +1,120 @@
+"""Real cluster, ELR on: 3 brokers [0, 1, 2] + 1 controller, RF=3, min ISR 2."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pytest_elr.sut import KafkaCluster
+
+pytestmark = pytest.mark.docker
+
+
+def test_cluster_shape(elr: KafkaCluster) -> None:
+    assert elr.broker_ids == [0, 1, 2]
+    assert elr.controller_ids == [1000]
+    assert {b.broker_id for b in elr.brokers()} == {0, 1, 2}
+    assert elr.fenced_brokers() == set()
+    assert elr.bootstrap_servers.count("127.0.0.1:") == 3
+
+
+def test_follower_cut_shrinks_isr_then_fills_elr(elr: KafkaCluster, topic_factory) -> None:
+    t = topic_factory(elr, [0, 1, 2], 2)
+    p = elr.describe_partition(t)
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (0, (0, 1, 2), (), ())
+
+    elr.cut_both(2, 0)  # follower 2 <-> leader 0
+    p = elr.await_partition(t, lambda p: p.isr == (0, 1), traffic=True)
+    # ISR still >= min ISR: nothing goes into the ELR.
+    assert (p.leader, p.elr) == (0, ())
+
+    elr.cut_both(1, 0)
+    p = elr.await_partition(t, lambda p: p.isr == (0,), traffic=True)
+    # Below min ISR: the member just removed becomes an eligible leader replica.
+    assert (p.leader, p.elr, p.last_known_elr) == (0, (1,), ())
+
+    elr.heal_all()
+    p = elr.await_partition(t, lambda p: p.isr == (0, 1, 2), traffic=True)
+    assert p.elr == ()
+
+
+def test_controller_cut_fences_broker_and_heal_unfences(elr: KafkaCluster, topic_factory) -> None:
+    t = topic_factory(elr, [0, 1, 2], 2)
+    elr.cut(1, "controller")  # one way: broker 1's heartbeats are lost
+    elr.await_value(elr.fenced_brokers, lambda f: f == {1}, timeout_s=20, what="fenced")
+    p = elr.await_partition(t, lambda p: 1 not in p.isr, timeout_s=20)
+    assert p.leader == 0
+    elr.heal(1, "controller")
+    elr.await_value(elr.fenced_brokers, lambda f: f == set(), timeout_s=20, what="fenced")
+    elr.await_partition(t, lambda p: p.isr == (0, 1, 2), traffic=True)
+
+
+def test_clean_shutdown_then_last_isr_member_crash(elr: KafkaCluster, topic_factory) -> None:
+    t = topic_factory(elr, [0, 1, 2], 2)
+    elr.produce(t, [b"a", b"b", b"c"])  # acks=all
+    elr.shutdown(0)  # clean: leadership moves, ISR 2 >= min ISR, ELR stays empty
+    p = elr.await_partition(t, lambda p: p.leader in (1, 2) and 0 not in p.isr)
+    assert p.elr == ()
+    leader = p.leader
+    assert leader is not None
+    elr.shutdown(leader)  # below min ISR now: the stopped leader goes into the ELR
+    other = ({1, 2} - {leader}).pop()
+    p = elr.await_partition(t, lambda p: p.isr == (other,), via=other)
+    assert (p.leader, p.elr) == (other, (leader,))
+    assert elr.fenced_brokers() == {0, leader}
+
+    elr.restart(0)
+    elr.restart(leader)
+    p = elr.await_partition(t, lambda p: p.isr == (0, 1, 2), timeout_s=60, traffic=True)
+    assert p.elr == () and p.last_known_elr == ()
+
+
+def test_pause_follower_leaves_isr_and_is_fenced(elr: KafkaCluster, topic_factory) -> None:
+    t = topic_factory(elr, [0, 1, 2], 2)
+    elr.pause(2)
+    assert elr.node_state(2) == "paused"
+    elr.await_partition(t, lambda p: p.isr == (0, 1), traffic=True)
+    elr.await_value(elr.fenced_brokers, lambda f: f == {2}, timeout_s=20, what="fenced")
+    elr.resume(2)
+    elr.await_partition(t, lambda p: p.isr == (0, 1, 2), traffic=True)
+
+
+def test_replace_disk_empties_the_log_and_refills_it(elr: KafkaCluster, topic_factory) -> None:
+    t = topic_factory(elr, [0, 1, 2], 2)
+    elr.produce(t, [b"v%d" % i for i in range(20)])
+    offs = elr.await_value(lambda: elr.offsets(t), lambda o: o.leo == {0: 20, 1: 20, 2: 20},
+                           what="offsets")
+    assert offs.hwm == 20 and offs.leader == 0
+    elr.replace_disk(2, start=False)
+    assert elr.node_state(2) == "stopped"
+    elr.start_node(2)
+    # Re-formatted (same cluster id and node id): it registers again and
+    # re-fetches the whole log from the leader.
+    elr.await_value(lambda: elr.offsets(t), lambda o: o.leo[2] == 20, timeout_s=60,
+                    what="offsets")
+    elr.await_partition(t, lambda p: p.isr == (0, 1, 2), timeout_s=60, traffic=True)
+
+
+def test_slow_link_delays_acks_all(elr: KafkaCluster, topic_factory) -> None:
+    t = topic_factory(elr, [0, 1, 2], 3)
+    t0 = time.monotonic()
+    elr.produce(t, [b"fast"])
+    fast = time.monotonic() - t0
+    elr.slow(0, 2, 400)  # leader -> follower data (fetch responses) delayed
+    t0 = time.monotonic()
+    elr.produce(t, [b"slow"])
+    slow = time.monotonic() - t0
+    assert slow >= 0.4 > fast, (fast, slow)
+
+
+def test_cut_api_is_fast_and_reversible(elr: KafkaCluster) -> None:
+    took = elr.cut_both(0, "all")
+    assert took < 1.0
+    assert elr.net.is_cut(0, 1000) and elr.net.is_cut(1000, 0) and elr.net.is_cut(2, 0)
+    elr.heal_all()
+    assert not elr.net.cuts
+    for n in [0, 1, 2, 1000]:
+        node = elr.node(n)
+        assert node.toxiproxy is not None
+        assert all(not p["toxics"] for p in node.toxiproxy.proxies().values())
