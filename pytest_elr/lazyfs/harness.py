@@ -96,7 +96,11 @@ class LazyFsProcess:
         return control.request(self.control, cmd, timeout)
 
     def power_off(self) -> dict[str, Any]:
-        """Drop every unsynced write and namespace change; stay mounted."""
+        """Drop every unsynced write and namespace change; stay mounted.
+
+        Kill the application first, as a power cut would: a process that survives
+        gets EIO from its old fds, and what it writes through them vanishes.
+        """
         return self.request("power_off")
 
     def stats(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def _apply_model(model: bytearray, op: tuple) -> None:
         model.extend(bytes(op[1] - len(model)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(initial=st.binary(max_size=3000), ops=ops)
 def test_overlay_matches_bytearray(tmp_path_factory, initial: bytes, ops: list) -> None:
     path = tmp_path_factory.mktemp("ov") / "store"
