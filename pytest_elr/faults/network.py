@@ -13,6 +13,9 @@ heartbeats vanish (the controller fences it) while the controller's data
 still reaches broker 1; ``cut("controller", 1)`` lets heartbeats arrive but
 loses the replies. Brokers only open connections to controllers, never the
 reverse, so a dialer-based definition would make one direction a no-op.
+(Measured: either one-way cut between a broker and the controller fences
+the broker within the session timeout - the broker waits for each heartbeat
+reply before it sends the next one, so lost replies stop its heartbeats.)
 
 Why a ``timeout`` toxic with ``timeout=0`` and not disabling the proxy:
 disabling refuses new connections (*connection refused*, an instant,

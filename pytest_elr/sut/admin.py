@@ -81,6 +81,10 @@ def _t(xs: list[int] | None) -> tuple[int, ...]:
     return tuple(xs or ())
 
 
+def _s(xs: list[int] | None) -> tuple[int, ...]:
+    return tuple(sorted(xs or ()))
+
+
 def describe_topic_partitions(host: str, port: int, topic: str,
                               timeout_s: float = 5.0) -> list[PartitionState]:
     body = Writer()
@@ -103,9 +107,11 @@ def describe_topic_partitions(host: str, port: int, topic: str,
         r.tags()
         if code:
             raise _err(code, f"describe {name}-{index}")
+        # ISR/ELR/LastKnownELR are sets (their order differs across versions):
+        # sorted. Replicas keep their order (the first is the preferred leader).
         out.append(PartitionState(name, index, None if leader < 0 else leader, epoch,
-                                  _t(replicas), _t(isr), None if elr is None else tuple(elr),
-                                  None if lke is None else tuple(lke), _t(offline)))
+                                  _t(replicas), _s(isr), None if elr is None else _s(elr),
+                                  None if lke is None else _s(lke), _s(offline)))
 
     def topic_entry(r: Reader) -> None:
         code = r.int16()

@@ -3,8 +3,9 @@
 Every container and network carries:
 
 * ``pytest-elr=1``                 - made by this project (what ``reap_leftovers`` finds)
-* ``pytest-elr.session=<id>``      - the test session (``$PYTEST_ELR_SESSION`` or
-                                     ``<pid>-<random>``; xdist workers get their own)
+* ``pytest-elr.session=<id>``      - the test session (``$PYTEST_ELR_SESSION``, shared
+                                     by xdist workers, or ``<pid>-<random>``)
+* ``pytest-elr.xdist-worker=<gwN>`` - the pytest-xdist worker, if any
 * ``pytest-elr.cluster=<id>``      - one cluster
 * ``pytest-elr.owner-pid=<pid>``   - the creating process, so leftovers of dead
                                      processes can be reaped without touching a
@@ -36,6 +37,7 @@ LABEL = "pytest-elr"
 SESSION_LABEL = f"{LABEL}.session"
 CLUSTER_LABEL = f"{LABEL}.cluster"
 OWNER_LABEL = f"{LABEL}.owner-pid"
+WORKER_LABEL = f"{LABEL}.xdist-worker"
 
 _session_id: str | None = None
 
@@ -44,9 +46,10 @@ def session_id() -> str:
     """This process's session id (stable for the process)."""
     global _session_id
     if _session_id is None:
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-        base = os.environ.get("PYTEST_ELR_SESSION") or f"{os.getpid()}-{secrets.token_hex(3)}"
-        _session_id = f"{base}-{worker}" if worker else base
+        # A given $PYTEST_ELR_SESSION is shared by all xdist workers, so one
+        # cleanup(session) removes what every worker made.
+        _session_id = (os.environ.get("PYTEST_ELR_SESSION")
+                       or f"{os.getpid()}-{secrets.token_hex(3)}")
     return _session_id
 
 
@@ -57,7 +60,8 @@ def new_cluster_id() -> str:
 
 def labels(cluster_id: str) -> dict[str, str]:
     return {LABEL: "1", SESSION_LABEL: session_id(), CLUSTER_LABEL: cluster_id,
-            OWNER_LABEL: str(os.getpid())}
+            OWNER_LABEL: str(os.getpid()),
+            WORKER_LABEL: os.environ.get("PYTEST_XDIST_WORKER", "")}
 
 
 def docker_client() -> docker.DockerClient:

@@ -42,7 +42,9 @@ def _jvm_running(container: Container) -> bool:
 def _run_and_interrupt(tmp_path: Path, sig: signal.Signals, when: str) -> str:
     session = f"interrupt-{secrets.token_hex(4)}"
     (tmp_path / "test_child.py").write_text(CHILD_TEST)
-    env = {**os.environ, "PYTEST_ELR_SESSION": session,
+    # Not an xdist worker itself, even when this test runs in one.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+    env = {**env, "PYTEST_ELR_SESSION": session,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_child.py"],
