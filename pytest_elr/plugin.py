@@ -4,6 +4,7 @@ and the verdict table at the end of the run."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,12 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Ca
     yield make
     for handle in handles:
         handle.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    kafka = sys.modules.get("pytest_elr.backends.kafka")
+    if kafka is not None:
+        kafka.close_pool()  # pooled real clusters live until the session ends
 
 
 # --- reporting ---------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ from pytest_elr.backends.base import Backend, BackendError
 
 def available_backends() -> dict[str, str]:
     """Backend name -> "module:Class", built-ins first, then installed plugins."""
-    found = {"model": "pytest_elr.backends.model:ModelBackend"}
+    found = {
+        "model": "pytest_elr.backends.model:ModelBackend",
+        "kafka": "pytest_elr.backends.kafka:KafkaBackend",
+    }
     for ep in entry_points(group="pytest_elr.backends"):
         found.setdefault(ep.name, ep.value)
     return found

@@ -23,8 +23,9 @@ from pytest_elr.actions import (
     Restart,
     Resume,
     Shutdown,
+    Wait,
 )
-from pytest_elr.backends.base import Backend, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.backends.base import Backend, BackendError, LossEvidence, Observation, ProduceOutcome
 from pytest_elr.backends.model import ModelBackend, build_model
 from pytest_elr.history import History
 from pytest_elr.model import invariants
@@ -33,6 +34,8 @@ from pytest_elr.scenario.schema import Scenario, Step
 from pytest_elr.scenario.verdict import Verdict, check_history
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
+#: how long a real cluster gets to reach the model's predicted state after each fault
+SETTLE_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.25
 
 
@@ -131,6 +134,8 @@ class Executor:
                 self.model.apply(action)
             except ModelError as exc:
                 self.history.record("model_error", message=str(exc))
+            if not isinstance(action, (Produce, Wait)):
+                self._settle_like_model(action)
         if isinstance(result, ProduceOutcome):
             ctx.produce = result
         elif isinstance(result, list):
@@ -140,6 +145,31 @@ class Executor:
                 self.history.record("loss_evidence", broker=loss.broker, leo_before=loss.leo_before,
                                     leo_after=loss.leo_after, records_lost=loss.records_lost,
                                     bytes_lost=None)
+
+    def _settle_like_model(self, action: Action) -> None:
+        """Let a real cluster converge before the next action, as the model does after each one.
+
+        The model predicts leader, ISR, ELR and fenced brokers; the cluster is polled (with a
+        trickle of acks=1 records, since Kafka only shrinks the ISR of a follower that falls
+        *behind*) until it agrees or the time is up. A disagreement is recorded, not raised:
+        the step's own expectations decide.
+        """
+        assert self.model is not None
+        m = self.model.observe()
+        want = {"leader": m.leader, "isr": frozenset(m.isr), "elr": frozenset(m.elr),
+                "fenced": frozenset(m.fenced)}
+        nudge = getattr(self.backend, "nudge", None)
+
+        def check(obs: Observation) -> list[str]:
+            differences = compare(want, obs, StepContext(hwm_before=None))
+            if differences and nudge is not None:
+                nudge()
+            return differences
+
+        obs, differences = self._poll(check, SETTLE_TIMEOUT_S)
+        if differences:
+            self.history.record("disagreement", after=action.kind, differences=differences,
+                                observed=obs.as_event(), model=m.as_event())
 
     def _track(self, action: Action) -> None:
         if isinstance(action, (Shutdown, Crash)):
@@ -327,9 +357,14 @@ def run_scenario(
         passed = message is None
     except ScenarioFailure as exc:
         passed, message = False, str(exc)
+    except BackendError as exc:
+        passed, message = False, f"{scenario.path}: backend {backend.name} failed: {exc}"
     finally:
-        backend.close()
-    history.close("passed" if passed else "failed")
+        try:
+            backend.close()
+        except Exception as exc:  # a cluster that cannot heal is evicted; say so, keep the verdict
+            history.record("backend_error", message=str(exc))
+    history.close("passed" if passed else ("error" if verdict is None else "failed"))
     return RunResult(
         scenario=scenario.name, path=scenario.path, profile=profile, backend=backend.name,
         passed=passed, message=message or "", verdict=verdict,

@@ -1,0 +1,317 @@
+"""The ``kafka`` backend: scenarios run against a real KRaft cluster in containers.
+
+Profiles: ``kafka`` formats the cluster with ELR on (``eligible.leader.replicas.version=1``),
+``legacy`` with it off; the full-KIP profile cannot run here (Kafka ships no unclean recovery).
+
+Every cluster gets one extra broker, the *observer*: it holds no replica and no fault touches
+it, so the partition's state can be read from a broker with fresh metadata even when every
+scenario broker is down or cut from the controller (a cut-off broker answers from a stale cache).
+
+Clusters are pooled per shape (broker ids, controllers, ELR): starting one costs ~20 s, so the
+next scenario of the same shape gets the same cluster, healed, with a topic of its own. The pool
+is emptied when the pytest session ends or the process exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import secrets
+import time
+from typing import Any, ClassVar
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from pytest_elr.actions import (
+    CONTROLLER,
+    Action,
+    Crash,
+    Cut,
+    Flush,
+    Heal,
+    Node,
+    Pause,
+    PowerOff,
+    Produce,
+    ReplaceDisk,
+    Restart,
+    Resume,
+    SetMinIsr,
+    Shutdown,
+    Slow,
+    Wait,
+)
+from pytest_elr.backends.base import BackendError, ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.history import History
+from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
+
+KAFKA_VERSION_ENV = "PYTEST_ELR_KAFKA_VERSION"
+IMAGE_ENV = "PYTEST_ELR_KAFKA_IMAGE"  # use this node image instead of the one built here
+PRODUCE_TIMEOUT_S = 15.0
+OBSERVER_ID = 900  # below the controllers' ids (1000+) and above any scenario broker (0-99)
+DRAIN_TIMEOUT_S = 30.0
+
+# The controller logs each AlterPartition it refuses for ineligible replicas (KIP-903).
+_INELIGIBLE = re.compile(r"ineligible replica", re.IGNORECASE)
+_POOL: dict[tuple[tuple[int, ...], int, bool, str], Any] = {}
+
+
+def close_pool() -> None:
+    while _POOL:
+        _, cluster = _POOL.popitem()
+        cluster.close()
+
+
+atexit.register(close_pool)
+
+
+def _sut() -> Any:
+    # Imported lazily: the model backend and the language must work without Docker installed.
+    from pytest_elr import sut
+
+    return sut
+
+
+class KafkaBackend:
+    name: ClassVar[str] = "kafka"
+    profiles: ClassVar[frozenset[str]] = frozenset({"kafka", "legacy"})
+    settles_instantly: ClassVar[bool] = False
+
+    def __init__(self, kafka_version: str | None = None) -> None:
+        sut = _sut()
+        from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION
+
+        self.kafka_version = kafka_version or os.environ.get(KAFKA_VERSION_ENV, DEFAULT_KAFKA_VERSION)
+        self._sut = sut
+        self.cluster: Any = None
+        self.topic = ""
+        self.history: History | None = None
+        self._producers: dict[str, Producer] = {}
+        self._next_id = 0
+        self._errors_seen = 0
+        self._controllers: list[int] = []
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self, cluster: ClusterSpec, topic: TopicSpec, profile: str, history: History) -> None:
+        if profile not in self.profiles:
+            raise BackendError(f"the kafka backend cannot run profile {profile!r}")
+        self.history = history
+        key = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version)
+        self.cluster = _POOL.get(key)
+        if self.cluster is None:
+            try:
+                self.cluster = self._sut.KafkaCluster(
+                    brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers,
+                    elr=profile == "kafka", kafka_version=self.kafka_version,
+                    image=os.environ.get(IMAGE_ENV) or None,
+                ).start()
+            except self._sut.SutError as exc:
+                raise BackendError(str(exc)) from None
+            _POOL[key] = self.cluster
+        self._controllers = self.cluster.controller_ids
+        self._errors_seen = self._ineligible_count()
+        self.topic = f"{topic.name}-{secrets.token_hex(3)}"
+        self.cluster.create_topic(self.topic, {0: list(topic.replicas)},
+                                  min_insync_replicas=topic.min_insync_replicas)
+
+    def close(self) -> None:
+        for producer in self._producers.values():
+            producer.flush(5)
+        self._producers.clear()
+        if self.cluster is not None:
+            try:  # back to health for the next scenario of the same shape
+                self.cluster.heal_everything()
+            except Exception:
+                self._evict()
+                raise
+            self.cluster = None
+
+    def _evict(self) -> None:
+        for key, cluster in list(_POOL.items()):
+            if cluster is self.cluster:
+                del _POOL[key]
+                cluster.close()
+
+    # --- actions -----------------------------------------------------------------------------
+
+    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
+        c = self.cluster
+        if isinstance(action, Cut):
+            for src, dst in action.links:
+                c.net.cut(_ref(src), _ref(dst))
+        elif isinstance(action, Slow):
+            for src, dst in action.links:
+                c.net.slow(_ref(src), _ref(dst), action.latency_ms)
+        elif isinstance(action, Heal):
+            if action.links is None:
+                c.heal_all()
+            else:
+                for src, dst in action.links:
+                    c.net.heal(_ref(src), _ref(dst), both_ways=False)
+        elif isinstance(action, Shutdown):
+            c.shutdown(action.broker)
+        elif isinstance(action, Crash):
+            c.crash(action.broker)
+        elif isinstance(action, PowerOff):
+            return [self._power_off(b) for b in action.brokers]
+        elif isinstance(action, Restart):
+            c.start_node(action.broker)
+        elif isinstance(action, ReplaceDisk):
+            before = self._leo(action.broker)
+            c.replace_disk(action.broker)
+            return [LossEvidence(action.broker, before or 0, 0)]
+        elif isinstance(action, Pause):
+            c.pause(action.broker)
+        elif isinstance(action, Resume):
+            c.resume(action.broker)
+        elif isinstance(action, Flush):
+            flush = getattr(c, "flush", None)
+            if flush is None:
+                raise BackendError("flush needs the lossy disk layer, which this cluster lacks")
+            flush(action.broker)
+        elif isinstance(action, SetMinIsr):
+            c.set_min_insync_replicas(self.topic, action.value)
+        elif isinstance(action, Wait):
+            time.sleep(action.seconds)  # the scenario asked for time to pass
+        elif isinstance(action, Produce):
+            return self._produce(action.count, action.acks)
+        else:  # pragma: no cover
+            raise BackendError(f"the kafka backend does not know action {action.kind!r}")
+        return None
+
+    def _power_off(self, broker: int) -> LossEvidence:
+        before = self._leo(broker) or 0
+        try:
+            result = self.cluster.power_off(broker)
+        except NotImplementedError as exc:
+            raise BackendError(f"power_off is not available on this cluster: {exc}") from None
+        after = getattr(result, "leo_after", None)
+        return LossEvidence(broker, before, before if after is None else after)
+
+    def _leo(self, broker: int) -> int | None:
+        try:
+            return self.cluster.offsets(self.topic).leo.get(broker)
+        except self._sut.KafkaProtocolError:
+            return None
+
+    # --- workload ----------------------------------------------------------------------------
+
+    def _producer(self, acks: str) -> Producer:
+        if acks not in self._producers:
+            self._producers[acks] = Producer({
+                "bootstrap.servers": self.cluster.bootstrap_servers,
+                "acks": {"all": "all", "1": "1", "0": "0"}[acks],
+                "enable.idempotence": False,
+                # A definite answer per send: no retries hide NOT_ENOUGH_REPLICAS behind a timeout.
+                "retries": 0,
+                "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000),
+                "linger.ms": 0,
+                "topic.metadata.refresh.interval.ms": 500,
+            })
+        return self._producers[acks]
+
+    def _produce(self, count: int, acks: str, tick: bool = False) -> ProduceOutcome:
+        outcome = ProduceOutcome(acks=acks, sent=count)
+        history = self.history
+        producer = self._producer(acks)
+        pending = count
+
+        def record(op: str, ident: int, value: str, offset: int | None, error: str | None) -> None:
+            if history is not None:
+                history.record("produce", op=op, id=ident, value=value, acks=acks, partition=0,
+                               offset=offset, error=error, **({"tick": True} if tick else {}))
+
+        def delivered(ident: int, value: str) -> Any:
+            def callback(err: KafkaError | None, msg: Any) -> None:
+                nonlocal pending
+                pending -= 1
+                if err is None:
+                    offset = msg.offset() if acks != "0" else None
+                    if acks != "0":
+                        outcome.acked += 1
+                    record("ok", ident, value, offset if offset is not None and offset >= 0 else None, None)
+                else:
+                    name = err.name().lstrip("_")
+                    op = "info" if err.code() in (KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT) else "fail"
+                    outcome.failed[name] = outcome.failed.get(name, 0) + 1
+                    record(op, ident, value, None, name)
+            return callback
+
+        prefix = "tick" if tick else "v"
+        for _ in range(count):
+            self._next_id += 1
+            ident = self._next_id
+            value = f"{prefix}{ident}-{secrets.token_hex(2)}"
+            record("invoke", ident, value, None, None)
+            producer.produce(self.topic, value=value.encode(), partition=0,
+                             on_delivery=delivered(ident, value))
+        deadline = time.monotonic() + PRODUCE_TIMEOUT_S + 5
+        while pending > 0 and time.monotonic() < deadline:
+            producer.poll(0.1)
+        outcome.pending = pending
+        return outcome
+
+    def nudge(self) -> None:
+        """One acks=1 record: Kafka shrinks the ISR only when a follower is *behind* the leader."""
+        self._produce(1, "1", tick=True)
+
+    # --- observation -------------------------------------------------------------------------
+
+    def observe(self) -> Observation:
+        c = self.cluster
+        try:
+            p = c.describe_partition(self.topic, via=OBSERVER_ID)
+            fenced = c.fenced_brokers()
+            offsets = c.offsets(self.topic)
+        except self._sut.KafkaProtocolError as exc:
+            raise BackendError(f"cannot observe the cluster: {exc}") from None
+        return Observation(
+            leader=p.leader, leader_epoch=p.leader_epoch, isr=tuple(sorted(p.isr)),
+            elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
+            fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
+            leo={b: v for b, v in offsets.leo.items() if v is not None},
+        )
+
+    def protocol_errors(self) -> list[str]:
+        count = self._ineligible_count()
+        new = max(0, count - self._errors_seen)
+        self._errors_seen = count
+        return ["INELIGIBLE_REPLICA"] * new
+
+    def _ineligible_count(self) -> int:
+        """AlterPartition rejections the controllers logged (Kafka exposes no other counter)."""
+        total = 0
+        for controller in self._controllers:
+            text = self.cluster.logs(controller, lines=2000)
+            total += len(_INELIGIBLE.findall(text))
+        return total
+
+    def drain(self) -> list[ConsumedRecord]:
+        consumer = Consumer({
+            "bootstrap.servers": self.cluster.bootstrap_servers,
+            "group.id": f"drain-{secrets.token_hex(4)}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        })
+        try:
+            tp = TopicPartition(self.topic, 0, 0)
+            consumer.assign([tp])
+            _, high = consumer.get_watermark_offsets(tp, timeout=10)
+            records: list[ConsumedRecord] = []
+            deadline = time.monotonic() + DRAIN_TIMEOUT_S
+            next_offset = 0
+            while next_offset < high and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None or msg.error():
+                    continue
+                records.append(ConsumedRecord(msg.offset(), msg.value().decode()))
+                next_offset = msg.offset() + 1
+            return [r for r in records if not r.value.startswith("tick")]
+        finally:
+            consumer.close()
+
+
+def _ref(node: Node) -> int | str:
+    return "controller" if node == CONTROLLER else int(node)
