@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make a Docker engine answer on this host, installing Debian's docker.io when
 # needed. Idempotent: does nothing when `docker info` already works.
-# Also installs debootstrap (needed by images/build.sh for the base image).
+# Also installs debootstrap (needed by images/build.sh for the base image) and the
+# FUSE development files the lossy disk layer's host tests build pyfuse3 against.
 set -euo pipefail
 
 log() { printf 'setup-host: %s\n' "$*" >&2; }
@@ -11,6 +12,11 @@ APT=(apt-get -q -y -o DPkg::Lock::Timeout=600)
 need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
+# The FUSE layer's own tests run on the host: fuse3 and what pyfuse3 builds against.
+command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
+[ -f /usr/include/fuse3/fuse.h ] || need_pkgs+=(libfuse3-dev)
+command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
+command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
 
 if docker info >/dev/null 2>&1 && [ ${#need_pkgs[@]} -eq 0 ]; then
     log "docker engine answers; nothing to do"

@@ -236,7 +236,7 @@ class _Builder:
             brokers = tuple(range(count))
         else:
             brokers = tuple(r.integer(n, "cluster.brokers", minimum=0) for n in r.sequence(b, "cluster.brokers"))
-            for n, broker in zip(b.value, brokers):
+            for n, broker in zip(b.value, brokers, strict=True):
                 if broker > 99:
                     r.fail(n, f"cluster.brokers: broker ids go from 0 to 99, got {broker}")
             if len(set(brokers)) != len(brokers):
