@@ -138,7 +138,8 @@ def generate(
             {"t": 0.5, "type": "step", "step": "T1", "phase": "begin"},
         ]
         middle = [
-            {"t": mid_t, "type": "fault", "step": "T2", "action": "power_off", "args": {"broker": 1}},
+            {"t": mid_t, "type": "fault", "step": "T2", "action": "power_off",
+             "args": {"broker": 1}},
             _observe(mid_t + 0.5, None, [2, 3], records // partitions),
             _observe(mid_t + 2.0, 2, [2], records // partitions),
             _observe(mid_t + 6.0, 2, [2, 3], records // partitions),
@@ -183,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out_dir")
     ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--lose", type=int, default=0, help="acknowledged records left out of the drain")
+    ap.add_argument("--lose", type=int, default=0,
+                    help="acknowledged records left out of the drain")
     ap.add_argument("--partitions", type=int, default=1)
     args = ap.parse_args(argv)
     t0 = time.monotonic()

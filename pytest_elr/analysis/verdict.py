@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from pytest_elr.analysis.checks import CHECKS, INVALIDATING, acked
+from pytest_elr.analysis.checks import (
+    FAMILIES,
+    FAMILY_OF,
+    FIELDS,
+    INVALIDATING,
+    KINDS,
+    ORDER,
+    acked,
+)
 from pytest_elr.analysis.load import Loaded, load_runs
 from pytest_elr.analysis.session import get_spark
 
@@ -75,24 +83,26 @@ class Verdict:
 
 
 def _anomaly_rows(loaded: Loaded, examples: int) -> list[Any]:
-    """(run, kind, count, example json) for up to ``examples`` anomalies per run and kind."""
-    parts = []
-    for kind, (check, order) in CHECKS.items():
-        df = check(loaded.events)
-        payload = [x for x in df.columns if x != "run"]
-        parts.append(
-            df.select(
-                "run",
-                F.lit(kind).alias("kind"),
-                F.array(*[F.coalesce(F.col(o).cast("long"), F.lit(2**63 - 1)) for o in order]).alias(
-                    "_order"
-                ),
-                F.to_json(F.struct(*payload), {"ignoreNullFields": "false"}).alias("example"),
-            )
+    """(run, kind, count, example json) for up to ``examples`` anomalies per run and kind,
+    from one Spark job over the three check families."""
+    union = None
+    for family in FAMILIES:
+        example = order = None
+        for kind in (k for k in KINDS if FAMILY_OF[k] is family):
+            is_kind = F.col("kind") == kind
+            js = F.to_json(F.struct(*FIELDS[kind]), {"ignoreNullFields": "false"})
+            # nulls last; one array type for every kind, as the union needs
+            key = F.array(*[F.coalesce(F.col(o).cast("long"), F.lit(2**63 - 1))
+                            for o in ORDER[kind]])  # fmt: skip
+            example = F.when(is_kind, js) if example is None else example.when(is_kind, js)
+            order = F.when(is_kind, key) if order is None else order.when(is_kind, key)
+        assert example is not None and order is not None
+        # each family has its own columns: the same three for all before the union
+        part = family(loaded.events).select(
+            "run", "kind", order.alias("_order"), example.alias("example")
         )
-    union = parts[0]
-    for p in parts[1:]:
-        union = union.unionByName(p)
+        union = part if union is None else union.unionByName(part)
+    assert union is not None
     w = Window.partitionBy("run", "kind")
     return (
         union.select(
@@ -103,7 +113,6 @@ def _anomaly_rows(loaded: Loaded, examples: int) -> list[Any]:
             F.row_number().over(w.orderBy("_order")).alias("rn"),
         )
         .filter(F.col("rn") <= max(examples, 1))
-        .orderBy("run", "kind", "rn")
         .collect()
     )
 
@@ -123,13 +132,13 @@ def verdicts_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[V
     rows = _anomaly_rows(loaded, examples)
     stats = _stats(loaded)
     found: dict[int, dict[str, Anomaly]] = {r.index: {} for r in loaded.runs}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: (r["run"], r["kind"], r["rn"])):
         a = found[row["run"]].setdefault(row["kind"], Anomaly(count=row["n"]))
         if len(a.examples) < examples:
             a.examples.append(json.loads(row["example"]))
     verdicts = []
     for run in loaded.runs:
-        anomalies = {kind: found[run.index].get(kind, Anomaly()) for kind in CHECKS}
+        anomalies = {kind: found[run.index].get(kind, Anomaly()) for kind in KINDS}
         s = stats.get(run.index)
         meta = run.meta
         verdicts.append(

@@ -11,22 +11,31 @@ crash              SIGKILL of the JVM only      everything written (page cache i
 pause / resume     SIGSTOP / SIGCONT            everything; peers see a silent node
 restart            ``kafka-ctl start`` in the   same container, address and log dir
                    same container
-replace_disk       SIGKILL, empty the log dir,  nothing: new ``meta.properties`` (same
-                   StorageTool format with the  cluster id and node id, new directory
-                   same cluster id and node id  id), empty logs (KIP-903)
-power_off          not yet: needs the FUSE      (next issue) unsynced writes are lost
-                   layer under the log dir
+replace_disk       SIGKILL, empty the log dir   nothing: new ``meta.properties`` (same
+                   (and the FUSE layer's        cluster id and node id, new directory
+                   cache), StorageTool format   id), empty logs (KIP-903)
+                   with the same ids
+power_off          SIGKILL of the JVM, then     what was fsynced (and, for names, made
+                   the FUSE layer under the     durable per the layer's metadata mode);
+                   log dir drops everything     no ``.kafka_cleanshutdown``; the JVM
+                   unsynced; the JVM stays      restarts with ``start``/``restart``
+                   stopped
 =================  ===========================  ======================================
 
-The power-off seam: a :class:`DiskLayer` (the FUSE layer of the next issue)
-is attached to the cluster as ``cluster.disk_layer``; ``power_off`` kills the
-JVM and asks the layer to drop unsynced writes, ``power_on`` restarts.
+Shutdown and crash go through the layer like any write: the layer outlives the
+JVM, as the page cache outlives a process, so neither loses anything.
+
+The power-off seam: a :class:`DiskLayer` is attached as ``disk_layer``
+(:class:`LazyFsLayer`, the ``pytest_elr.lazyfs`` process in each broker
+container, when the cluster runs with it); ``power_off`` kills the JVM and asks
+the layer to drop unsynced writes.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pytest_elr.sut.cluster import KafkaCluster
@@ -36,7 +45,21 @@ if TYPE_CHECKING:
 class DiskLayer(Protocol):
     """What a lossy disk layer provides per node (implemented by the FUSE layer)."""
 
-    def drop_unsynced(self, node: KafkaNode) -> None: ...
+    def has_layer(self, node: KafkaNode) -> bool: ...
+
+    def drop_unsynced(self, node: KafkaNode) -> dict[str, Any]: ...
+
+
+class LazyFsLayer:
+    """The FUSE write-cache layer in each node container, driven by ``kafka-ctl``."""
+
+    def has_layer(self, node: KafkaNode) -> bool:
+        return bool(node.lazyfs)
+
+    def drop_unsynced(self, node: KafkaNode) -> dict[str, Any]:
+        """The layer's reply: ``dropped_bytes``, ``invalidated_inodes``."""
+        reply: dict[str, Any] = json.loads(node.ctl("power-off"))  # kills a live JVM first
+        return reply
 
 
 class ProcessFaults:
@@ -96,11 +119,16 @@ class ProcessFaults:
         if start:
             self.start(node_id)
 
-    def power_off(self, node_id: int) -> None:
-        """Lossy unclean shutdown: needs a disk layer that can drop unsynced writes."""
-        if self.disk_layer is None:
+    def power_off(self, node_id: int) -> dict[str, Any]:
+        """Lossy unclean shutdown; returns the layer's reply (``dropped_bytes``).
+
+        The JVM stays stopped: ``start``/``restart`` boots it on what was synced.
+        """
+        node = self._node(node_id)
+        if self.disk_layer is None or not self.disk_layer.has_layer(node):
             raise NotImplementedError(
-                "power_off needs the FUSE disk layer under the log dir (not built yet); "
-                "crash() is an unclean shutdown that loses nothing")
+                f"power_off needs the FUSE disk layer under {node.name}'s log dir "
+                "(KafkaCluster(lazyfs=...), brokers only); crash() is an unclean shutdown "
+                "that loses nothing")
         self.crash(node_id)
-        self.disk_layer.drop_unsynced(self._node(node_id))
+        return self.disk_layer.drop_unsynced(node)

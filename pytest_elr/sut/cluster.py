@@ -10,6 +10,14 @@ Observations are read from the cluster (DescribeTopicPartitions, DescribeCluster
 ListOffsets on the client listeners), never inferred. Metadata is asked of a
 broker that is running and not cut from the controller, since a cut-off
 broker's metadata cache is stale.
+
+Disks: by default each broker's log dir is a FUSE mount of
+:mod:`pytest_elr.lazyfs` (``lazyfs=`` its metadata mode; ``None`` for a plain
+directory), so ``power_off`` loses what Kafka never fsynced while ``crash``
+(SIGKILL) and ``shutdown`` (SIGTERM) lose nothing. Kafka fsyncs a segment only
+when it rolls (``log.flush.*`` defaults), so the layer holds up to
+``log.segment.bytes`` per partition in memory: 1 MiB here. Controllers keep a
+plain directory (KRaft fsyncs its log on every append anyway).
 """
 
 from __future__ import annotations
@@ -22,16 +30,16 @@ import uuid
 from base64 import urlsafe_b64encode
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import docker.errors
 
 from pytest_elr.faults.network import Group, NetworkFaults, NodeRef
-from pytest_elr.faults.process import ProcessFaults
+from pytest_elr.faults.process import LazyFsLayer, ProcessFaults
 from pytest_elr.sut import admin, images, produce, resources
 from pytest_elr.sut.admin import PartitionState
-from pytest_elr.sut.config import Topology
+from pytest_elr.sut.config import DATA_DIR, Topology
 from pytest_elr.sut.errors import (
     ClusterStartError,
     ImageMissingError,
@@ -43,6 +51,47 @@ from pytest_elr.sut.errors import (
 from pytest_elr.sut.node import KafkaNode, Network
 
 T = TypeVar("T")
+
+# Metadata mode of the FUSE layer under each broker's log dir (see pytest_elr.lazyfs).
+DEFAULT_LAZYFS = "fsyncdir"
+# Small segments bound the layer's memory: Kafka fsyncs a segment when it rolls.
+LAZYFS_CONFIG = {
+    "log.segment.bytes": str(1 << 20),  # Kafka 4's minimum
+    "offsets.topic.segment.bytes": str(1 << 20),
+    "transaction.state.log.segment.bytes": str(1 << 20),
+}
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+@dataclass
+class PowerOffRecord:
+    """Evidence of one power cut: what the broker had, what the layer dropped, what came back.
+
+    ``leo_before``: the broker's own log end offset per partition (ListOffsets,
+    debugging replica id) just before the cut, for every partition with unsynced
+    data on it and every partition of the topics named. ``leo_after``: the same,
+    read as soon as the restarted broker answers (``KafkaCluster.power_on``); a
+    follower that can reach its leader may already have re-fetched by then, so
+    cut it from the leader to see the recovered log.
+    """
+
+    node: int
+    seconds: float  # kill + drop
+    dropped_bytes: int  # exact, from the layer
+    unsynced_files: dict[str, int]  # file in the log dir -> unsynced bytes just before
+    leo_before: dict[tuple[str, int], int | None]
+    leo_after: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    restart_seconds: float | None = None  # power_on: start until every LEO answers
+
+    @property
+    def records_lost(self) -> dict[tuple[str, int], int]:
+        """Per partition: LEO before minus LEO after (known on both sides)."""
+        out = {}
+        for tp, before in self.leo_before.items():
+            after = self.leo_after.get(tp)
+            if before is not None and after is not None:
+                out[tp] = before - after
+        return out
 
 
 @dataclass(frozen=True)
@@ -71,12 +120,15 @@ class KafkaCluster:
                  *, elr: bool = True, kafka_version: str = images.DEFAULT_KAFKA_VERSION,
                  min_insync_replicas: int = 1, image: str | None = None,
                  extra_config: Mapping[str, str] | None = None,
-                 start_timeout_s: float = 120.0) -> None:
+                 start_timeout_s: float = 120.0, lazyfs: str | None = DEFAULT_LAZYFS) -> None:
         if isinstance(controllers, int):
             base = max(1000, max(brokers, default=0) + 1)
             controllers = list(range(base, base + controllers))
+        if lazyfs is not None:
+            extra_config = {**LAZYFS_CONFIG, **(extra_config or {})}
         self.topology = Topology.build(list(brokers), list(controllers), min_insync_replicas,
                                        extra_config)
+        self.lazyfs = lazyfs
         self.elr = elr
         self.kafka_version = kafka_version
         self.start_timeout_s = start_timeout_s
@@ -90,6 +142,9 @@ class KafkaCluster:
         self.timings: dict[str, float] = {}  # seconds per startup phase
         self.net = NetworkFaults(self)
         self.proc = ProcessFaults(self)
+        if lazyfs is not None:
+            self.proc.disk_layer = LazyFsLayer()
+        self.power_offs: list[PowerOffRecord] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -136,8 +191,9 @@ class KafkaCluster:
             net.name = f"pytest-elr-{self.cluster_id}"
             self._network = net.create()
             for spec in self.topology.nodes:
-                self._nodes[spec.node_id] = KafkaNode(spec, self.topology, image, net,
-                                                      self.cluster_id, labels)
+                self._nodes[spec.node_id] = KafkaNode(
+                    spec, self.topology, image, net, self.cluster_id, labels,
+                    lazyfs=self.lazyfs if spec.is_broker else None)
             nodes = list(self._nodes.values())
             elr = "1" if self.elr else "0"
             phases: list[tuple[str, Callable[[KafkaNode], object]]] = [
@@ -399,8 +455,72 @@ class KafkaCluster:
     def replace_disk(self, node: int, start: bool = True) -> None:
         self.proc.replace_disk(node, start)
 
-    def power_off(self, node: int) -> None:
-        self.proc.power_off(node)
+    def power_off(self, node: int, topics: Iterable[str] = ()) -> PowerOffRecord:
+        """Power cut of one broker: SIGKILL, the layer drops everything unsynced, JVM stays off.
+
+        Returns (and appends to ``power_offs``) the evidence; ``power_on`` completes it.
+        """
+        stats = self.disk_stats(node)
+        files = {str(f["path"]): int(f["unsynced_bytes"]) for f in stats["files"] if f["path"]}
+        parts = {tp for tp in map(_partition_of, files) if tp is not None}
+        for topic in topics:
+            with contextlib.suppress(KafkaProtocolError):
+                parts |= {(topic, p.partition) for p in self._ask(
+                    lambda port, t=topic: admin.describe_topic_partitions(
+                        "127.0.0.1", port, t, 3.0)) if node in p.replicas}
+        before = {tp: self._local_leo(node, tp) for tp in sorted(parts)}
+        t0 = time.monotonic()
+        reply = self.proc.power_off(node)
+        rec = PowerOffRecord(node, time.monotonic() - t0, int(reply["dropped_bytes"]), files, before)
+        self.power_offs.append(rec)
+        return rec
+
+    def power_on(self, node: int, timeout_s: float = 60.0) -> PowerOffRecord | None:
+        """Start a powered-off broker; wait until it answers its LEOs and record them.
+
+        Returns the broker's latest :class:`PowerOffRecord` (``None`` if it never
+        lost power), with ``leo_after`` and ``restart_seconds`` filled in.
+        """
+        rec = next((r for r in reversed(self.power_offs) if r.node == node), None)
+        t0 = time.monotonic()
+        self.start_node(node)
+        if rec is None:
+            return None
+        deadline = t0 + timeout_s
+        for tp in rec.leo_before:
+            leo = None
+            while leo is None and time.monotonic() < deadline:
+                leo = self._local_leo(node, tp)
+                if leo is None:
+                    time.sleep(0.1)
+            rec.leo_after[tp] = leo
+        rec.restart_seconds = time.monotonic() - t0
+        return rec
+
+    def _local_leo(self, node: int, tp: tuple[str, int]) -> int | None:
+        try:
+            return admin.list_offset("127.0.0.1", self.client_port(node), tp[0], tp[1],
+                                     admin.DEBUGGING_REPLICA_ID, timeout_s=2.0)
+        except KafkaProtocolError:
+            return None
+
+    def disk_stats(self, node: int) -> dict[str, Any]:
+        """The broker's FUSE layer ``stats``: unsynced bytes per file and in total."""
+        return self.node(node).fs_stats()
+
+    def unsynced_bytes(self, node: int) -> int:
+        """Bytes a power cut of ``node`` would lose right now."""
+        return int(self.disk_stats(node)["unsynced_bytes"])
+
+    def unsynced_report(self) -> dict[int, int]:
+        """Unsynced bytes per broker that has the layer."""
+        return {b: self.unsynced_bytes(b) for b in self.broker_ids if self.node(b).lazyfs}
+
+    def has_clean_shutdown_marker(self, node: int) -> bool:
+        """Whether ``.kafka_cleanshutdown`` is in the node's log dir (as Kafka would see it)."""
+        code, _ = self.node(node).exec("test", "-f", f"{DATA_DIR}/{CLEAN_SHUTDOWN_FILE}",
+                                       check=False)
+        return code == 0
 
     def node_state(self, node: int) -> str:
         return self.node(node).state()
@@ -418,6 +538,15 @@ class KafkaCluster:
 
     def topology_ids(self) -> list[int]:
         return [n.node_id for n in self.topology.nodes]
+
+
+def _partition_of(path: str) -> tuple[str, int] | None:
+    """``topic-3/00000000000000000000.log`` -> ``("topic", 3)``; None for other files."""
+    directory, sep, _ = path.partition("/")
+    topic, dash, num = directory.rpartition("-")
+    if not sep or not dash or not num.isdigit() or topic == "__cluster_metadata":
+        return None
+    return topic, int(num)
 
 
 def random_topic(prefix: str = "t") -> str:

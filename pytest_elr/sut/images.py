@@ -14,10 +14,11 @@ Steps (each named in a :class:`BuildStepError` when it fails):
    (``images/kafka-node/pom.xml.in``), plus the SLF4J->log4j2 binding that the
    Kafka tarball ships but the POM lacks (``log4j-slf4j-impl`` for SLF4J 1.x,
    ``log4j-slf4j2-impl`` for 2.x, at the resolved log4j-core version).
-4. ``kafka-node``: ``docker build`` of ``images/kafka-node/Dockerfile``.
+4. ``kafka-node``: ``docker build`` of ``images/kafka-node/Dockerfile``, with the
+   FUSE layer's source (``pytest_elr/lazyfs/*.py``) in the context.
 
-Each image tag carries a hash of its inputs (recipe files, versions, mirror,
-parent tag), also stored as the label ``pytest-elr.inputs``; an image whose
+Each image tag carries a hash of its inputs (recipe files, the lazyfs source,
+versions, mirror, parent tag), also stored as the label ``pytest-elr.inputs``; an image whose
 tag exists is not rebuilt. Host tool outputs (Go binary, jars) are cached in
 ``$PYTEST_ELR_BUILD_DIR`` (default ``~/.cache/pytest-elr/build``).
 """
@@ -54,6 +55,8 @@ LABEL_PREFIX = "pytest-elr"
 RECIPE_VERSION = "1"
 
 IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+# The FUSE layer's source, copied into the node image (and hashed into its tag).
+LAZYFS_DIR = Path(__file__).resolve().parents[1] / "lazyfs"
 
 
 def build_dir() -> Path:
@@ -95,7 +98,15 @@ def _recipe_bytes() -> list[bytes]:
     node = IMAGES_DIR / "kafka-node"
     if not node.is_dir():
         raise ImageMissingError(f"image recipes not found at {node} (run from a source checkout)")
-    return [p.name.encode() + b"=" + p.read_bytes() for p in sorted(node.iterdir()) if p.is_file()]
+    files = [p.name.encode() + b"=" + p.read_bytes() for p in sorted(node.iterdir()) if p.is_file()]
+    return files + [b"lazyfs/" + p.name.encode() + b"=" + p.read_bytes() for p in _lazyfs_files()]
+
+
+def _lazyfs_files() -> list[Path]:
+    found = sorted(LAZYFS_DIR.glob("*.py"))
+    if not found:
+        raise ImageMissingError(f"the FUSE layer's source is missing at {LAZYFS_DIR}")
+    return found
 
 
 @dataclass(frozen=True)
@@ -262,6 +273,9 @@ def build_node(tags: ImageTags, kafka_version: str, force: bool = False) -> None
             if p.is_file():
                 shutil.copy2(p, ctx / p.name)
         shutil.copy2(toxiproxy, ctx / "toxiproxy-server")
+        (ctx / "lazyfs").mkdir()
+        for p in _lazyfs_files():
+            shutil.copy2(p, ctx / "lazyfs" / p.name)
         shutil.copytree(libs, ctx / "kafka-libs")
         labels = {
             f"{LABEL_PREFIX}.image": "kafka-node",

@@ -4,11 +4,19 @@ The container's main process runs the node's Toxiproxy server and idles; the
 JVM is controlled with ``kafka-ctl`` through ``docker exec`` (see
 ``images/kafka-node/kafka-ctl``), so it can be stopped, killed, paused and
 relaunched while the container, its network identity and its data dir stay.
+
+With ``lazyfs`` (a metadata mode of :mod:`pytest_elr.lazyfs`), the data dir is a
+FUSE mount of the write-cache layer over ``/var/lib/kafka/backing`` in the
+container; ``kafka-ctl`` mounts it before the JVM starts and it outlives the
+JVM. The container then needs ``/dev/fuse`` and ``CAP_SYS_ADMIN`` (never
+``--privileged``). The mount lives in the container's mount namespace: removing
+the container leaves nothing mounted on the host.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 import time
@@ -44,8 +52,9 @@ if os.environ["TESTCONTAINERS_RYUK_DISABLED"].lower() == "true":
 
 class KafkaNode:
     def __init__(self, spec: NodeSpec, topology: Topology, image: str, network: Network,
-                 cluster_id: str, labels: dict[str, str]) -> None:
+                 cluster_id: str, labels: dict[str, str], lazyfs: str | None = None) -> None:
         self.spec = spec
+        self.lazyfs = lazyfs  # metadata mode of the FUSE layer under the data dir, or None
         self.topology = topology
         self.container_name = f"pytest-elr-{cluster_id}-{spec.name}"
         self.client_port: int | None = None  # host port of the CLIENT listener
@@ -56,12 +65,14 @@ class KafkaNode:
             network=network,
             network_aliases=[spec.real_host],
             env={"KAFKA_HEAP_OPTS": BROKER_HEAP if spec.is_broker else CONTROLLER_HEAP,
-                 "TOXIPROXY_PORT": str(TOXIPROXY_PORT)},
+                 "TOXIPROXY_PORT": str(TOXIPROXY_PORT), "ELR_LAZYFS": lazyfs or ""},
             labels=labels,
             # Not the advertised name: Docker maps the hostname to the container
             # IP in /etc/hosts, which would bypass the local proxy.
             hostname=f"node-{spec.name}",
             extra_hosts=topology.extra_hosts(),
+            **({"devices": ["/dev/fuse:/dev/fuse:rwm"], "cap_add": ["SYS_ADMIN"]}
+               if lazyfs else {}),
         )
         # Publish on loopback only, random host port (so no clashes between
         # clusters). testcontainers' API takes only int ports, hence the tuple.
@@ -153,6 +164,13 @@ class KafkaNode:
             return self.ctl("status")
         except (NodeCommandError, docker.errors.APIError):
             return "stopped"
+
+    def fs_stats(self) -> dict[str, object]:
+        """The FUSE layer's ``stats`` (unsynced bytes per file and in total)."""
+        if not self.lazyfs:
+            raise NodeCommandError(f"{self.name}: no lazyfs layer under its data dir")
+        out: dict[str, object] = json.loads(self.ctl("fs-stats"))
+        return out
 
     def logs(self, lines: int = 40) -> str:
         try:

@@ -18,6 +18,12 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     # Two shuffle partitions: the test histories have a few lines each.
-    session = get_spark(SparkSettings(master="local[2]", shuffle_partitions=2, driver_memory="1g"))
+    settings = SparkSettings(
+        master="local[2]",
+        shuffle_partitions=2,
+        driver_memory="1g",
+        java_options="-XX:TieredStopAtLevel=1",
+    )
+    session = get_spark(settings)
     yield session
     stop_spark()

@@ -117,6 +117,7 @@ def test_duplicate_example(verdicts: dict[str, Verdict]) -> None:
     (ex,) = verdicts["duplicate"].anomalies["duplicate"].examples
     assert ex["value"] == "v1" and ex["id"] == 1
     assert ex["places"] == [{"partition": 0, "offset": 1}, {"partition": 0, "offset": 5}]
+    assert ex["reads"] == 2
 
 
 def test_inconsistent_examples(verdicts: dict[str, Verdict]) -> None:

@@ -1,12 +1,19 @@
-"""Real cluster, ELR on: 3 brokers [0, 1, 2] + 1 controller, RF=3, min ISR 2."""
+"""Real cluster, ELR on: 3 brokers [0, 1, 2] + 1 controller, RF=3, min ISR 2.
+
+Each broker's log dir is behind the FUSE layer (``pytest_elr.lazyfs``, strict
+``fsyncdir`` metadata mode): power off loses what Kafka never fsynced, a crash
+loses nothing. (One module, so one cluster for all these tests.)
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from pytest_elr.sut import KafkaCluster
+from pytest_elr.sut.cluster import random_topic
 
 pytestmark = pytest.mark.docker
 
@@ -118,3 +125,81 @@ def test_cut_api_is_fast_and_reversible(elr: KafkaCluster) -> None:
         node = elr.node(n)
         assert node.toxiproxy is not None
         assert all(not p["toxics"] for p in node.toxiproxy.proxies().values())
+
+
+# ------------------------------------------------------------ power loss (FUSE layer)
+
+
+@pytest.fixture
+def all_cut(elr: KafkaCluster) -> Iterator[KafkaCluster]:
+    """Every broker cut from every other (each still reaches the controller)."""
+    elr.cut_both(0, 1)
+    elr.cut_both(0, 2)
+    elr.cut_both(1, 2)
+    yield elr
+
+
+def _local_leo(c: KafkaCluster, node: int, topic: str) -> int | None:
+    return c.offsets(topic).leo.get(node)
+
+
+def test_power_off_loses_unsynced_records_and_crash_loses_none(all_cut: KafkaCluster) -> None:
+    c = all_cut
+    # Two partitions, led by 0 and by 1; every follower is cut off, so acks=1
+    # records stay on their leader alone (and nobody can truncate it later).
+    lost, kept = random_topic("lost"), random_topic("kept")
+    c.create_topic(lost, {0: [0, 1, 2]}, min_insync_replicas=2, wait=False)
+    c.create_topic(kept, {0: [1, 0, 2]}, min_insync_replicas=2, wait=False)
+    c.await_partition(lost, lambda p: p.leader == 0 and p.isr == (0,), traffic=True)
+    c.await_partition(kept, lambda p: p.leader == 1 and p.isr == (1,), traffic=True)
+    for t in (lost, kept):
+        c.produce(t, [b"r%d" % i * 100 for i in range(50)], acks=1)
+
+    before_kept = _local_leo(c, 1, kept)
+    assert before_kept is not None and before_kept >= 50
+
+    # Power cut of leader 0: its active segment was never fsynced.
+    assert c.unsynced_bytes(0) > 0
+    rec = c.power_off(0, topics=[lost])
+    assert not c.has_clean_shutdown_marker(0)
+    assert c.node_state(0) == "stopped"
+    assert rec.dropped_bytes > 0 and rec.leo_before[(lost, 0)] >= 50
+    assert c.power_on(0) is rec
+    assert rec.leo_after[(lost, 0)] is not None
+    assert rec.records_lost[(lost, 0)] > 0, rec  # the log end went backwards
+
+    # SIGKILL of leader 1: the layer (like the page cache) keeps everything.
+    unsynced = c.unsynced_bytes(1)
+    c.crash(1)
+    assert c.unsynced_bytes(1) >= unsynced > 0  # (the metadata log may still have grown)
+    c.start_node(1)
+    after_kept = c.await_value(lambda: _local_leo(c, 1, kept), lambda v: v is not None,
+                               timeout_s=60, what="LEO of 1 after restart")
+    assert after_kept == before_kept
+
+
+def test_clean_shutdown_stays_in_elr_power_off_drops_out(elr: KafkaCluster,
+                                                          topic_factory) -> None:
+    t = topic_factory(elr, [0, 1, 2], 2)
+    elr.produce(t, [b"a", b"b", b"c"])
+    elr.cut_both(1, 0)
+    elr.cut_both(2, 0)
+    p = elr.await_partition(t, lambda p: p.isr == (0,), traffic=True)
+    assert p.elr == (1, 2)  # both followers left below min ISR: both eligible
+
+    elr.shutdown(1)  # clean: Kafka flushes and writes .kafka_cleanshutdown
+    assert elr.has_clean_shutdown_marker(1)
+    elr.power_off(2)
+    assert not elr.has_clean_shutdown_marker(2)
+    elr.await_value(elr.fenced_brokers, lambda f: f == {1, 2}, timeout_s=20, what="fenced")
+    assert elr.describe_partition(t).elr == (1, 2)  # fenced ELR members stay eligible
+
+    # Both come back (still cut from the leader, so neither rejoins the ISR):
+    # the clean one registers with its previous broker epoch, the other
+    # cannot, and the controller drops it from the ELR (unclean shutdown).
+    elr.start_node(1)
+    elr.power_on(2)
+    elr.await_value(elr.fenced_brokers, lambda f: not f, timeout_s=30, what="fenced")
+    p = elr.await_partition(t, lambda p: p.elr == (1,), timeout_s=10)
+    assert p.isr == (0,) and p.leader == 0
+    assert not elr.has_clean_shutdown_marker(1)  # consumed by the restart

@@ -76,6 +76,9 @@ def _run_and_interrupt(tmp_path: Path, sig: signal.Signals, when: str) -> str:
             child.wait()
         resources.cleanup(session)  # never leak, even when this test fails
     assert left == 0, f"{left} resources left after {sig.name}; child said:\n{out.decode()}"
+    # The brokers' FUSE layers mount inside their containers' namespaces only.
+    # (Other lazyfs mounts on the host, e.g. of tests/lazyfs, are not ours.)
+    assert "/var/lib/kafka/data fuse.lazyfs" not in Path("/proc/mounts").read_text()
     return out.decode()
 
 

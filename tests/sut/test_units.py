@@ -94,3 +94,33 @@ def test_start_timeout_carries_log_lines_and_leaves_nothing() -> None:
     assert "not ready within" in str(e.value)
     assert "b0" in e.value.node_logs and "c1000" in e.value.node_logs
     assert resources.remove_cluster(c.cluster_id) == 0  # close() removed everything
+
+
+def test_partition_of_layer_paths() -> None:
+    from pytest_elr.sut.cluster import _partition_of
+    assert _partition_of("t-ab12-3/00000000000000000000.log") == ("t-ab12", 3)
+    assert _partition_of("__cluster_metadata-0/00000000000000000000.log") is None
+    assert _partition_of("meta.properties") is None
+    assert _partition_of("t-0.5a1b-delete/00000000000000000000.log") is None
+
+
+def test_power_off_record_counts_lost_records() -> None:
+    from pytest_elr.sut.cluster import PowerOffRecord
+    rec = PowerOffRecord(0, 0.1, 100, {}, {("a", 0): 60, ("b", 0): 5, ("c", 0): None},
+                         {("a", 0): 10, ("b", 0): None, ("c", 0): 3})
+    assert rec.records_lost == {("a", 0): 50}
+
+
+def test_lazyfs_only_under_brokers_and_small_segments() -> None:
+    c = KafkaCluster(brokers=[0], controllers=1)
+    assert c.lazyfs == "fsyncdir" and c.proc.disk_layer is not None
+    assert "log.segment.bytes=1048576" in c.topology.render(c.topology.node(0), 1)
+    plain = KafkaCluster(brokers=[0], controllers=1, lazyfs=None)
+    assert plain.proc.disk_layer is None
+    assert "log.segment.bytes" not in plain.topology.render(plain.topology.node(0), 1)
+
+
+def test_lazyfs_source_is_hashed_into_the_node_image_tag() -> None:
+    from pytest_elr.sut import images
+    names = [b.split(b"=", 1)[0] for b in images._recipe_bytes()]
+    assert b"lazyfs/filesystem.py" in names and b"Dockerfile" in names
