@@ -31,6 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "declares that the backend supports)")
     group.addoption("--elr-history-dir", default=None,
                     help="write each run's history (JSON Lines) under this directory")
+    group.addoption("--elr-kafka-version", default=None,
+                    help="Kafka release for the kafka backend (default 4.3.1; env PYTEST_ELR_KAFKA_VERSION)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,6 +40,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "elr_real_cluster: needs Docker and the project's images")
     config.addinivalue_line("markers", "elr_profile(name): profile a Python-API test runs under")
     config.stash[RESULTS] = []
+    version = config.getoption("elr_kafka_version", None)
+    if version:
+        os.environ["PYTEST_ELR_KAFKA_VERSION"] = version  # read by the kafka backend (and xdist workers)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
