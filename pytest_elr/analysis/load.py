@@ -92,8 +92,17 @@ _FIELD_TYPES: dict[str, str] = {
 
 
 # Event fields the analysis uses (the others are validated, then dropped).
-ANALYSED = ("t", "type", "step", "action", "leader", "isr", "hwm", "op", "id", "value", "acks",
+ANALYSED = ("t", "type", "action", "leader", "isr", "hwm", "op", "id", "value", "acks",
             "partition", "offset", "reader")
+
+
+def _used() -> F.Column:
+    """Events some check or the rollup reads; the rest (sends' invokes, failures, steps) is
+    validated and counted for line numbers, but not cached: a third fewer rows to keep."""
+    t = F.col("type")
+    return t.isin("consume", "observe", "fault", "hwm_read") | (
+        (t == "produce") & (F.col("op") == "ok")
+    )
 
 
 class HistoryError(Exception):
@@ -123,7 +132,7 @@ class Loaded:
 
     spark: SparkSession
     runs: list[Run]
-    events: DataFrame  # valid events only
+    events: DataFrame  # the valid events the analysis uses (see _used)
     cached: DataFrame  # what events is filtered from; persisted
     lines: dict[int, int]  # run index -> number of lines in events.jsonl
     malformed: dict[int, list[dict[str, Any]]]  # run index -> entries, up to the limit
@@ -286,10 +295,16 @@ def load_runs(
         .select("run", "_block", "_mid", "_text", "e.*")
         # Blank lines carry nothing and are no error: reason "" (kept for the line count).
         .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(_reason()))
-        # Raw text only where it explains an error: the cache stays small for good lines.
-        .withColumn("_text", F.when(F.col("_reason") != "", F.col("_text")))
-        # Only what the checks and the rollup use is cached.
-        .select("run", "_block", "_mid", *ANALYSED, "_text", "_reason")
+        # Only what the checks and the rollup use is cached (nulls cost next to nothing);
+        # raw text only where it explains an error.
+        .select(
+            "run",
+            "_block",
+            "_mid",
+            *[F.when(F.col("_reason").isNull() & _used(), F.col(n)).alias(n) for n in ANALYSED],
+            F.when(F.col("_reason") != "", F.col("_text")).alias("_text"),
+            "_reason",
+        )
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     blocks = (
@@ -340,7 +355,7 @@ def load_runs(
         "run int, _block long, _mid0 long, _before long",
     )
     events = (
-        parsed.filter(F.col("_reason").isNull())
+        parsed.filter(F.col("_reason").isNull() & F.col("type").isNotNull())
         .join(F.broadcast(base_df), ["run", "_block"])
         .select(
             "run",

@@ -1,4 +1,4 @@
-"""Synthetic histories: a small writer for hand-built ones, and a large generator.
+"""Synthetic histories: a writer and builder for hand-built ones, and a large generator.
 
     python -m pytest_elr.analysis.synth OUT_DIR --records 10000000 [--lose N]
 
@@ -59,6 +59,59 @@ def write_history(
         for e in events:
             f.write(e if isinstance(e, str) else json.dumps(e, separators=(",", ":")) + "\n")
     return str(out_dir)
+
+
+class History:
+    """Hand-built event lists (tests, examples): every event added gets the next ``t``,
+    0.1 s apart; pass ``.events`` to :func:`write_history`."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any] | str] = []
+        self.t = 0.0
+
+    def add(self, type_: str, step: str | None = "T1", **fields: Any) -> History:
+        self.t = round(self.t + 0.1, 3)
+        self.events.append({"t": self.t, "type": type_, "step": step, **fields})
+        return self
+
+    def raw(self, line: str) -> History:
+        """A line as is (malformed histories)."""
+        self.events.append(line)
+        return self
+
+    def send(self, id_: int, offset: int | None, acks: str = "all", op: str = "ok",
+             value: str | None = None, partition: int = 0) -> History:
+        value = value or f"v{id_}"
+        self.add("produce", op="invoke", id=id_, value=value, acks=acks, partition=partition,
+                 offset=None, error=None)
+        return self.add("produce", op=op, id=id_, value=value, acks=acks, partition=partition,
+                        offset=offset, error=None if op == "ok" else "NOT_ENOUGH_REPLICAS")
+
+    def read(self, offset: int, value: str, reader: str = "drain", partition: int = 0) -> History:
+        return self.add("consume", step="T9", partition=partition, offset=offset, value=value,
+                        reader=reader)
+
+    def observe(self, leader: int | None, isr: list[int], hwm: int | None) -> History:
+        return self.add("observe", leader=leader, leader_epoch=1, isr=isr, elr=[],
+                        last_known_elr=[], fenced=[], hwm=hwm, leo={"1": hwm or 0})
+
+    def fault(self, action: str, **args: Any) -> History:
+        return self.add("fault", action=action, args=args)
+
+    def at(self, t: float) -> History:
+        """Jump the clock: the next event comes at ``t`` + 0.1."""
+        self.t = t
+        return self
+
+
+def clean_history(n: int = 5) -> History:
+    """n acks=all records at offsets 0..n-1, all read back in order."""
+    h = History().add("step", step="T0", phase="begin")
+    for i in range(n):
+        h.send(i, i)
+    for i in range(n):
+        h.read(i, f"v{i}")
+    return h
 
 
 def _observe(t: float, leader: int | None, isr: list[int], hwm: int | None) -> dict[str, Any]:

@@ -69,15 +69,28 @@ class ConsumedRecord:
 
 @dataclass(frozen=True)
 class LossEvidence:
-    """What a lossy shutdown took from its victim."""
+    """What a lossy shutdown took from its victim.
+
+    The model knows both log end offsets at once. A real broker's log end offset after the cut is
+    only known once it restarts, so the kafka backend reports the bytes of the partition's files
+    the disk layer dropped at the cut, and the offsets again at the restart.
+    """
 
     broker: int
-    leo_before: int
-    leo_after: int
+    leo_before: int | None
+    leo_after: int | None
+    bytes_lost: int | None = None
 
     @property
-    def records_lost(self) -> int:
+    def records_lost(self) -> int | None:
+        if self.leo_before is None or self.leo_after is None:
+            return None
         return self.leo_before - self.leo_after
+
+    @property
+    def bit(self) -> bool:
+        """True when the fault demonstrably took data from the victim."""
+        return (self.records_lost or 0) > 0 or (self.bytes_lost or 0) > 0
 
 
 class BackendError(Exception):

@@ -87,10 +87,10 @@ class KafkaBackend:
         self.cluster: Any = None
         self.topic = ""
         self.history: History | None = None
-        self._producers: dict[str, Producer] = {}
         self._next_id = 0
         self._errors_seen = 0
         self._controllers: list[int] = []
+        self._powered_off: set[int] = set()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -115,11 +115,11 @@ class KafkaBackend:
         self.topic = f"{topic.name}-{secrets.token_hex(3)}"
         self.cluster.create_topic(self.topic, {0: list(topic.replicas)},
                                   min_insync_replicas=topic.min_insync_replicas)
+        # The observer answers every later read: wait until its metadata has the topic too.
+        self.cluster.await_partition(self.topic, lambda p: set(p.isr) == set(topic.replicas),
+                                     via=OBSERVER_ID, timeout_s=30)
 
     def close(self) -> None:
-        for producer in self._producers.values():
-            producer.flush(5)
-        self._producers.clear()
         if self.cluster is not None:
             try:  # back to health for the next scenario of the same shape
                 self.cluster.heal_everything()
@@ -157,20 +157,17 @@ class KafkaBackend:
         elif isinstance(action, PowerOff):
             return [self._power_off(b) for b in action.brokers]
         elif isinstance(action, Restart):
-            c.start_node(action.broker)
+            return self._restart(action.broker)
         elif isinstance(action, ReplaceDisk):
             before = self._leo(action.broker)
             c.replace_disk(action.broker)
-            return [LossEvidence(action.broker, before or 0, 0)]
+            return [LossEvidence(action.broker, before, 0)]
         elif isinstance(action, Pause):
             c.pause(action.broker)
         elif isinstance(action, Resume):
             c.resume(action.broker)
         elif isinstance(action, Flush):
-            flush = getattr(c, "flush", None)
-            if flush is None:
-                raise BackendError("flush needs the lossy disk layer, which this cluster lacks")
-            flush(action.broker)
+            c.node(action.broker).ctl("fs-sync")  # the disk layer makes everything durable
         elif isinstance(action, SetMinIsr):
             c.set_min_insync_replicas(self.topic, action.value)
         elif isinstance(action, Wait):
@@ -182,13 +179,24 @@ class KafkaBackend:
         return None
 
     def _power_off(self, broker: int) -> LossEvidence:
-        before = self._leo(broker) or 0
-        try:
-            result = self.cluster.power_off(broker)
-        except NotImplementedError as exc:
-            raise BackendError(f"power_off is not available on this cluster: {exc}") from None
-        after = getattr(result, "leo_after", None)
-        return LossEvidence(broker, before, before if after is None else after)
+        record = self.cluster.power_off(broker, topics=[self.topic])
+        self._powered_off.add(broker)
+        prefix = f"{self.topic}-0/"
+        dropped = sum(n for path, n in record.unsynced_files.items() if path.lstrip("/").startswith(prefix))
+        return LossEvidence(broker, record.leo_before.get((self.topic, 0)), None, bytes_lost=dropped)
+
+    def _restart(self, broker: int) -> list[LossEvidence] | None:
+        if broker not in self._powered_off:
+            self.cluster.start_node(broker)
+            return None
+        self._powered_off.discard(broker)
+        record = self.cluster.power_on(broker)
+        if record is None:
+            return None
+        tp = (self.topic, 0)
+        # Read as soon as the broker answers; a follower that reaches its leader may already have
+        # re-fetched part of what it lost, so this is a lower bound of the loss.
+        return [LossEvidence(broker, record.leo_before.get(tp), record.leo_after.get(tp))]
 
     def _leo(self, broker: int) -> int | None:
         try:
@@ -199,18 +207,18 @@ class KafkaBackend:
     # --- workload ----------------------------------------------------------------------------
 
     def _producer(self, acks: str) -> Producer:
-        if acks not in self._producers:
-            self._producers[acks] = Producer({
-                "bootstrap.servers": self.cluster.bootstrap_servers,
-                "acks": {"all": "all", "1": "1", "0": "0"}[acks],
-                "enable.idempotence": False,
-                # A definite answer per send: no retries hide NOT_ENOUGH_REPLICAS behind a timeout.
-                "retries": 0,
-                "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000),
-                "linger.ms": 0,
-                "topic.metadata.refresh.interval.ms": 500,
-            })
-        return self._producers[acks]
+        """A new producer per send: it learns leadership from the observer broker, whose metadata
+        is fresh. A long-lived client keeps sending to a fenced leader that still believes it
+        leads (a zombie) until its metadata refresh -- real, but not what a step means to test."""
+        return Producer({
+            "bootstrap.servers": f"127.0.0.1:{self.cluster.client_port(OBSERVER_ID)}",
+            "acks": {"all": "all", "1": "1", "0": "0"}[acks],
+            "enable.idempotence": False,
+            # A definite answer per send: no retries hide NOT_ENOUGH_REPLICAS behind a timeout.
+            "retries": 0,
+            "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000),
+            "linger.ms": 0,
+        })
 
     def _produce(self, count: int, acks: str, tick: bool = False) -> ProduceOutcome:
         outcome = ProduceOutcome(acks=acks, sent=count)
@@ -249,7 +257,7 @@ class KafkaBackend:
                              on_delivery=delivered(ident, value))
         deadline = time.monotonic() + PRODUCE_TIMEOUT_S + 5
         while pending > 0 and time.monotonic() < deadline:
-            producer.poll(0.1)
+            producer.poll(0.05)
         outcome.pending = pending
         return outcome
 

@@ -68,7 +68,7 @@ class RunResult:
 
     @property
     def fault_bit(self) -> bool:
-        return any(loss.records_lost > 0 for loss in self.losses)
+        return any(loss.bit for loss in self.losses)
 
 
 class Executor:
@@ -144,7 +144,7 @@ class Executor:
                 self.losses.append(loss)
                 self.history.record("loss_evidence", broker=loss.broker, leo_before=loss.leo_before,
                                     leo_after=loss.leo_after, records_lost=loss.records_lost,
-                                    bytes_lost=None)
+                                    bytes_lost=loss.bytes_lost, after=action.kind)
 
     def _settle_like_model(self, action: Action) -> None:
         """Let a real cluster converge before the next action, as the model does after each one.
@@ -289,9 +289,10 @@ def compare(expected: dict[str, Any], obs: Observation, ctx: StepContext) -> lis
             out.append(f"rejected: expected the controller to answer {want}, "
                        f"saw {ctx.protocol_errors or 'no error'}")
         elif key == "lost":
-            bit = {loss.broker for loss in ctx.losses if loss.records_lost > 0}
+            bit = {loss.broker for loss in ctx.losses if loss.bit}
             if bit != want:
-                detail = ", ".join(f"broker {x.broker}: LEO {x.leo_before} -> {x.leo_after}" for x in ctx.losses)
+                detail = ", ".join(f"broker {x.broker}: LEO {x.leo_before} -> {x.leo_after}, "
+                                   f"{x.bytes_lost} bytes dropped" for x in ctx.losses)
                 out.append(f"lost: expected brokers {sorted(want)} to lose unsynced records, "
                            f"observed {sorted(bit)} ({detail or 'no lossy shutdown'})")
     return out
@@ -377,7 +378,7 @@ def run_scenario(
 def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> str | None:
     """None when the run's verdict is the one the scenario expects, else why not."""
     lossy = any(isinstance(a, (PowerOff, ReplaceDisk)) for s in scenario.steps for a in s.actions)
-    bit = any(loss.records_lost > 0 for loss in ex.losses)
+    bit = any(loss.bit for loss in ex.losses)
     head = f"{scenario.path}: verdict on backend {ex.backend.name}, profile {profile}: "
     if lossy and not bit:
         return head + ("the fault did not bite: no lossy shutdown lost any record, so the run "

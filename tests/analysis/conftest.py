@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
 pytest.importorskip("pyspark", reason="the history checker needs pyspark (pip install pyspark)")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("the history checker needs Java 17 for Spark", allow_module_level=True)
 
 from pytest_elr.analysis.session import SparkSettings, get_spark, stop_spark  # noqa: E402
 

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from pytest_elr.analysis.checks import CHECKS
-from pytest_elr.analysis.synth import meta, write_history
+from pytest_elr.analysis.synth import History, clean_history, meta, write_history
 from pytest_elr.analysis.verdict import Verdict, check_runs
-from tests.analysis.histories import History, clean
 
 
 def _sends(h: History, n: int = 5) -> History:
@@ -30,7 +29,7 @@ def _reads(h: History, offsets: list[int], reader: str = "drain") -> History:
 
 
 def _cases() -> dict[str, History]:
-    cases: dict[str, History] = {"clean": clean()}
+    cases: dict[str, History] = {"clean": clean_history()}
     cases["lost"] = _reads(_sends(History()), [0, 1, 3, 4])
     cases["unseen"] = _reads(_sends(History()), [0, 1, 2])
     cases["duplicate"] = _reads(_sends(History()), [0, 1, 2, 3, 4]).read(5, "v1")
@@ -41,8 +40,8 @@ def _cases() -> dict[str, History]:
     cases["inconsistent_ack"] = h
     h = _reads(_sends(History()), [0, 1, 2, 1], reader="tail")
     cases["reorder"] = _reads(h, [0, 1, 2, 3, 4])
-    cases["hwm_observe"] = clean().observe(1, [1, 2, 3], 5).observe(1, [1, 2, 3], 3)
-    h = clean().add("hwm_read", partition=0, hwm=4, reader="c")
+    cases["hwm_observe"] = clean_history().observe(1, [1, 2, 3], 5).observe(1, [1, 2, 3], 3)
+    h = clean_history().add("hwm_read", partition=0, hwm=4, reader="c")
     cases["hwm_read"] = h.add("hwm_read", partition=0, hwm=2, reader="c")
     h = _sends(History(), 3).send(3, 3, acks="1").send(4, None, acks="0")
     cases["acks1"] = _reads(h, [0, 1, 2])

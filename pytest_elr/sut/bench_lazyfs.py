@@ -1,0 +1,103 @@
+"""Kafka on the FUSE layer vs a plain directory: ``python -m pytest_elr.sut.bench_lazyfs``.
+
+Options: ``[--kafka-version V] [--records 50000] [--record-size 1024] [--rounds 3]``.
+
+Two single-broker clusters (1 broker + 1 controller each) run side by side from
+the same image: one broker's log dir is behind ``pytest_elr.lazyfs`` (strict
+``fsyncdir`` mode, 1 MiB segments), the other's is a plain directory in the
+container. Kafka's own ``ProducerPerformance`` (acks=1) runs inside each broker
+container against its own listener; rounds alternate between the two so that
+load from the rest of the machine hits both alike, and medians are printed.
+
+Then, on the layered broker: SIGKILL + drop of everything unsynced
+(``power_off``), a remount of the layer (clean unmount + mount, as after a
+reboot), and the broker's restart until it answers its log end offset again;
+and the layer's memory (RSS) after the produce rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import time
+
+from pytest_elr.sut import images
+from pytest_elr.sut.cluster import KafkaCluster
+from pytest_elr.sut.node import KafkaNode
+
+TOPIC = "bench"
+PERF = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
+
+
+def perf_produce(node: KafkaNode, records: int, size: int) -> tuple[float, float]:
+    """Run ProducerPerformance (acks=1) in the node's container; (records/s, MB/s)."""
+    spec = node.spec
+    _, out = node.exec(
+        "java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", "/opt/kafka/libs/*",
+        "-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties",
+        "org.apache.kafka.tools.ProducerPerformance", "--topic", TOPIC,
+        "--num-records", str(records), "--record-size", str(size), "--throughput", "-1",
+        "--producer-props", f"bootstrap.servers={spec.name}:{spec.peer_port}", "acks=1",
+        "linger.ms=5", "batch.size=262144")
+    found = PERF.findall(out)
+    if not found:
+        raise RuntimeError(f"ProducerPerformance said:\n{out[-2000:]}")
+    _, rps, mbps = found[-1]
+    return float(rps), float(mbps)
+
+
+def layer_rss_mib(node: KafkaNode) -> float:
+    _, out = node.exec("bash", "-c", "ps -o rss= -p \"$(cat /run/kafka/lazyfs.pid)\"")
+    return int(out.strip() or 0) / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pytest_elr.sut.bench_lazyfs")
+    ap.add_argument("--kafka-version", default=images.DEFAULT_KAFKA_VERSION)
+    ap.add_argument("--records", type=int, default=50_000)
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args(argv)
+    print(f"pytest-elr: Kafka {a.kafka_version} produce throughput through the FUSE layer "
+          f"({a.records} records x {a.record_size} B, acks=1, {a.rounds} rounds)", flush=True)
+
+    layered = KafkaCluster(brokers=[0], controllers=1, kafka_version=a.kafka_version)
+    plain = KafkaCluster(brokers=[0], controllers=1, kafka_version=a.kafka_version, lazyfs=None,
+                         extra_config={"log.segment.bytes": str(1 << 20)})  # same segments
+    with layered, plain:
+        for c in (layered, plain):
+            c.create_topic(TOPIC, {0: [0]}, min_insync_replicas=1)
+        results: dict[str, list[tuple[float, float]]] = {"plain": [], "lazyfs": []}
+        for r in range(a.rounds):
+            for name, c in (("plain", plain), ("lazyfs", layered)):
+                rps, mbps = perf_produce(c.node(0), a.records, a.record_size)
+                results[name].append((rps, mbps))
+                print(f"  round {r + 1} {name:6s}: {rps:9.0f} records/s {mbps:7.2f} MB/s",
+                      flush=True)
+        med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+               for k, v in results.items()}
+        ratio = med["lazyfs"][0] / med["plain"][0]
+        for k, (rps, mbps) in med.items():
+            print(f"median {k:6s}: {rps:9.0f} records/s {mbps:7.2f} MB/s")
+        print(f"ratio lazyfs/plain: {ratio:.2f} (target >= 0.5)")
+
+        node = layered.node(0)
+        print(f"layer RSS after {a.rounds * a.records} records: {layer_rss_mib(node):.0f} MiB; "
+              f"unsynced now: {layered.unsynced_bytes(0) / 2**20:.2f} MiB")
+        rec = layered.power_off(0, topics=[TOPIC])
+        t0 = time.monotonic()
+        node.ctl("fs-umount")
+        node.ctl("fs-mount")
+        remount = time.monotonic() - t0
+        rec = layered.power_on(0) or rec
+        print(f"power_off (SIGKILL + drop {rec.dropped_bytes / 2**20:.2f} MiB): {rec.seconds:.2f} s; "
+              f"layer remount: {remount:.2f} s; broker restart until it answers its LEO: "
+              f"{rec.restart_seconds or float('nan'):.1f} s")
+        print(f"LEO before {rec.leo_before}, after {rec.leo_after}: records lost "
+              f"{rec.records_lost}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
