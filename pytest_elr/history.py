@@ -51,12 +51,18 @@ class History:
         self._next_id += 1
         return self._next_id
 
-    def close(self, outcome: str) -> None:
-        self.meta["finished_at"] = _now()
-        self.meta["outcome"] = outcome
+    def end_events(self) -> None:
+        """Close the events file so a checker can read it whole; ``record`` still keeps events."""
         if self._out is not None:
             self._out.close()
             self._out = None
+            self._write_meta()
+
+    def close(self, outcome: str) -> None:
+        self.meta["finished_at"] = _now()
+        self.meta["outcome"] = outcome
+        self.end_events()
+        if self.directory is not None:
             self._write_meta()
 
     def _write_meta(self) -> None:

@@ -17,9 +17,11 @@ from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.schema import ClusterSpec, Scenario, ScenarioError, TopicSpec
+from pytest_elr.scenario.verdict import CHECKERS
 
 SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
 RESULTS = pytest.StashKey[list[RunResult]]()
+HISTORY_DIR = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,6 +33,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "declares that the backend supports)")
     group.addoption("--elr-history-dir", default=None,
                     help="write each run's history (JSON Lines) under this directory")
+    group.addoption("--elr-checker", default="spark", choices=("spark", "inline"),
+                    help="who judges each run's history: the Spark job (default) or an in-process "
+                         "check of acknowledged-but-unread records only")
     group.addoption("--elr-kafka-version", default=None,
                     help="Kafka release for the kafka backend (default 4.3.1; env PYTEST_ELR_KAFKA_VERSION)")
 
@@ -75,7 +80,8 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         backend = _backend_class(self.config)()
-        result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config))
+        checker = CHECKERS[self.config.getoption("elr_checker")]
+        result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config), checker)
         self.config.stash[RESULTS].append(result)
         self.user_properties.append(("verdict", _verdict_word(result)))
         if not result.passed:
@@ -96,13 +102,20 @@ def _backend_class(config: pytest.Config) -> Any:
 
 def _history_dir(config: pytest.Config) -> Path | None:
     value = config.getoption("elr_history_dir")
-    return Path(value) if value else None
+    if value:
+        return Path(value)
+    if config.getoption("elr_checker") == "spark":
+        # The Spark job reads histories from disk: keep them in pytest's temporary directory.
+        if HISTORY_DIR not in config.stash:
+            config.stash[HISTORY_DIR] = config._tmp_path_factory.mktemp("elr-history")  # type: ignore[attr-defined]
+        return config.stash[HISTORY_DIR]
+    return None
 
 
 def _verdict_word(result: RunResult) -> str:
     if result.verdict is None:
         return "error"
-    lost = len(result.verdict.lost)
+    lost = result.verdict.lost_count
     if result.expected_loss == "found":
         return f"loss found ({lost})" if lost else "loss NOT found"
     return "no loss" if not lost else f"LOST {lost}"
@@ -149,6 +162,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     kafka = sys.modules.get("pytest_elr.backends.kafka")
     if kafka is not None:
         kafka.close_pool()  # pooled real clusters live until the session ends
+    spark = sys.modules.get("pytest_elr.analysis.session")
+    if spark is not None:
+        spark.stop_spark()
 
 
 # --- reporting ---------------------------------------------------------------------------------
@@ -171,6 +187,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} {acked:>6} {read:>6}  {bit:<9} "
             f"{_verdict_word(r):<18} {'PASS' if r.passed else 'FAIL'}"
         )
+    checkers = sorted({r.verdict.checker for r in results if r.verdict})
+    tr.write_line(f"verdicts by the {', '.join(checkers) or 'no'} checker")
+    for r in results:
+        others = {k: n for k, n in (r.verdict.anomalies if r.verdict else {}).items()
+                  if n and k not in ("lost", "unseen")}
+        if others:
+            tr.write_line(f"  {r.scenario} [{r.profile}]: also {others}")
     dirs = {str(r.history_dir.parent) for r in results if r.history_dir}
     for d in sorted(dirs):
         tr.write_line(f"histories: {d}")

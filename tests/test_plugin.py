@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester) -> None:
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
     history = pytester.path / "hist"
-    result = pytester.runpytest(f"--elr-history-dir={history}", "--strict-markers")
+    # The default checker: the Spark job judges every run from its history on disk.
+    result = pytester.runpytest_subprocess(f"--elr-history-dir={history}", "--strict-markers")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*pytest-elr verdicts*",
@@ -26,20 +27,20 @@ def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester)
 
 def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
-    result = pytester.runpytest("--elr-profile=legacy")
+    result = pytester.runpytest("--elr-profile=legacy", "--elr-checker=inline")
     result.assert_outcomes(passed=1)
 
 
 def test_unrelated_yaml_is_not_collected(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", config="key: value\n")
-    result = pytester.runpytest()
+    result = pytester.runpytest("--elr-checker=inline")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
 def test_malformed_scenario_is_a_clean_collection_error(pytester: pytest.Pytester) -> None:
     bad = pytester.path / "bad.elr.yaml"
     bad.write_text("cluster: {brokers: 3}\ntopic: {replicas: [0, 1, 5], min_insync_replicas: 2}\nsteps: []\n")
-    result = pytester.runpytest()
+    result = pytester.runpytest("--elr-checker=inline")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*bad.elr.yaml:2: topic.replicas: unknown broker id 5*"])
     assert "Traceback" not in result.stdout.str()
@@ -55,7 +56,7 @@ steps:
     do: [{isolate: 0}]
     expect: {leader: 2}
 """)
-    result = pytester.runpytest()
+    result = pytester.runpytest("--elr-checker=inline")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*step T0 (*wrong.elr.yaml:5) on backend model, profile kafka:*",

@@ -31,7 +31,7 @@ from pytest_elr.history import History
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.scenario.schema import Scenario, Step
-from pytest_elr.scenario.verdict import Verdict, check_history
+from pytest_elr.scenario.verdict import Checker, Verdict, inline_checker
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 #: how long a real cluster gets to reach the model's predicted state after each fault
@@ -344,7 +344,8 @@ def _b(value: int | None) -> str:
 
 
 def run_scenario(
-    scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None
+    scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
+    checker: Checker = inline_checker,
 ) -> RunResult:
     started = time.monotonic()
     history = History.create(
@@ -356,7 +357,8 @@ def run_scenario(
     verdict: Verdict | None = None
     try:
         executor.run()
-        verdict = check_history(history.events)
+        history.end_events()
+        verdict = checker(history)
         message = judge(scenario, profile, executor, verdict)
         passed = message is None
     except ScenarioFailure as exc:
@@ -386,9 +388,11 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> s
     if lossy and not bit:
         return head + ("the fault did not bite: no lossy shutdown lost any record, so the run "
                        "proves nothing about durability")
-    if ex.expected_loss == "none" and verdict.lost:
-        return head + f"{len(verdict.lost)} acknowledged acks=all records lost: {verdict.examples()}"
-    if ex.expected_loss == "found" and not verdict.lost:
+    if ex.expected_loss == "none" and verdict.lost_count:
+        return head + f"{verdict.lost_count} acknowledged acks=all records lost: {verdict.examples()}"
+    if ex.expected_loss == "none" and verdict.fatal:
+        return head + f"the {verdict.checker} checker found {verdict.fatal}"
+    if ex.expected_loss == "found" and not verdict.lost_count:
         return head + ("negative control: acknowledged records should have been lost, "
                        f"but all {verdict.acked} were read back")
     return None

@@ -1,1 +1,22 @@
+"""The workload: a background producer at a steady rate, and the final drain (issue #5 item 1)."""
 
+from pytest_elr.workload.drain import DrainedRecord, DrainResult, drain, max_acked_offset
+from pytest_elr.workload.producer import (
+    DEFINITE_ERRORS,
+    BackgroundProducer,
+    ProducerStats,
+    is_definite,
+    thread_safe,
+)
+
+__all__ = [
+    "DEFINITE_ERRORS",
+    "BackgroundProducer",
+    "DrainResult",
+    "DrainedRecord",
+    "ProducerStats",
+    "drain",
+    "is_definite",
+    "max_acked_offset",
+    "thread_safe",
+]

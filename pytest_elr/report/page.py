@@ -1,0 +1,219 @@
+"""The HTML page: verdict table, legend, and a section per run around its timeline.
+
+Everything is inline (CSS, SVG; no script, fonts or network) so the file can be mailed, attached
+to a CI run, or opened from an archive years later and still look the same.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import datetime, timezone
+from html import escape
+
+from pytest_elr.report.load import Run
+from pytest_elr.report.svg import COLOURS, render
+from pytest_elr.report.timeline import AxisMode, build_timeline
+
+CSS = """
+:root { --ink:#1f2933; --muted:#6b7280; --line:#e3e6ea; --bad:#d7191c; --warn:#b45309; --good:#1b7837; }
+* { box-sizing: border-box; }
+body { margin:0; background:#f3f4f6; color:var(--ink);
+       font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; }
+main { max-width:1220px; margin:0 auto; padding:20px 24px 60px; }
+h1 { font-size:22px; margin:0 0 2px; } h2 { font-size:17px; margin:0; }
+a { color:#1d4ed8; text-decoration:none; } a:hover { text-decoration:underline; }
+.sub { color:var(--muted); margin:0 0 14px; }
+.card { background:#fff; border:1px solid var(--line); border-radius:10px; padding:14px 18px; margin:14px 0;
+        box-shadow:0 1px 2px rgba(0,0,0,.04); }
+.chips span { display:inline-block; margin:0 6px 4px 0; padding:3px 10px; border-radius:999px; background:#eef2f7;
+              font-weight:600; }
+.chips .bad { background:#fde2e2; color:var(--bad); } .chips .good { background:#e3f2e1; color:var(--good); }
+table.verdicts { border-collapse:collapse; width:100%; font-size:13px; }
+.verdicts th, .verdicts td { padding:4px 8px; border-bottom:1px solid var(--line); text-align:left;
+                             white-space:nowrap; }
+.verdicts th { color:var(--muted); font-weight:600; position:sticky; top:0; background:#fff; }
+.verdicts td.num, .verdicts th.num { text-align:right; font-variant-numeric:tabular-nums; }
+.verdicts tr:hover td { background:#f8fafc; }
+td.lost.some, dd.lost.some { color:#fff; background:var(--bad); font-weight:700; border-radius:4px; }
+.pill { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600;
+        background:#eef2f7; color:#374151; margin-left:4px; vertical-align:2px; }
+.pill.passed { background:#e3f2e1; color:var(--good); }
+.pill.failed, .pill.error { background:#fde2e2; color:var(--bad); }
+.pill.invalid { background:#fde2e2; color:var(--bad); } .pill.valid { background:#e3f2e1; color:var(--good); }
+.bit-yes { color:var(--bad); font-weight:700; } .bit-NO { color:var(--warn); font-weight:700; }
+.legend { display:flex; flex-wrap:wrap; gap:6px 16px; font-size:12.5px; color:#374151; }
+.legend i { display:inline-block; width:16px; height:11px; border-radius:2px; margin-right:5px; vertical-align:-1px; }
+.legend i.tick { width:3px; height:13px; border-radius:0; }
+.legend .axisnote { flex-basis:100%; color:var(--muted); }
+.run h2 .id { color:var(--muted); font-weight:400; font-size:12px; margin-left:6px; }
+dl.facts { display:flex; flex-wrap:wrap; gap:4px 22px; margin:10px 0 8px; }
+dl.facts div { display:flex; flex-direction:column; } dt { color:var(--muted); font-size:11.5px; }
+dd { margin:0; font-weight:650; font-size:16px; font-variant-numeric:tabular-nums; padding:0 2px; }
+dd.small { font-size:13px; font-weight:500; }
+.chart { overflow-x:auto; margin:6px -6px 0; }
+svg.timeline { display:block; max-width:100%; height:auto; }
+svg text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; fill:#333; }
+svg .rowname { fill:#4b5563; font-weight:600; } svg .steplabel { font-weight:700; fill:#1f2d3d; }
+svg .marklabel { fill:#8c2d04; font-weight:600; } svg .marklabel.violation, svg .marklabel.error { fill:#d7191c; }
+svg .marklabel.disagreement { fill:#b45309; }
+svg .bandlabel { font-size:10px; fill:#1f2933; font-weight:600; } svg .bandlabel.dark { fill:#fff; }
+svg .small { font-size:9.5px; fill:#7c2d12; } svg .axislabel { font-size:10px; fill:#6b7280; }
+svg .losslabel { fill:#d7191c; font-weight:700; }
+.lostlist { color:var(--bad); font-size:13px; margin:8px 0 0; word-break:break-word; }
+.findings { margin:8px 0 0; padding-left:18px; font-size:13px; } .findings li { color:var(--bad); }
+details { margin-top:8px; font-size:13px; } summary { cursor:pointer; color:var(--muted); }
+ol.steps { margin:6px 0 0; padding-left:22px; } ol.steps b { display:inline-block; min-width:60px; }
+ol.steps .faults { color:#8c2d04; }
+.back { text-align:right; margin:4px 0 0; font-size:12px; }
+"""
+
+_LEGEND = [
+    ("leader", "leader"), ("isr", "ISR"), ("elr", "ELR"), ("lkelr", "LastKnownELR"), ("out", "out of every set"),
+]
+_TICKS = [("ok", "ack, acks=all"), ("weak", "ack, acks=1/0"), ("fail", "send failed"), ("info", "indeterminate"),
+          ("lost", "acked, never read (lost)"), ("read", "read (final drain)")]
+
+
+def page(runs: list[Run], axis: AxisMode = "auto") -> str:
+    anchors = _anchors(runs)
+    body = [_summary(runs), _table(runs, anchors), _legend()]
+    body += [_section(run, anchors[n], n, axis) for n, run in enumerate(runs)]
+    title = f"pytest-elr report — {len(runs)} run{'s' * (len(runs) != 1)}"
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{escape(title)}</title><style>{CSS}</style></head>\n"
+            f"<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n")
+
+
+def _anchors(runs: list[Run]) -> list[str]:
+    seen: Counter[str] = Counter()
+    out = []
+    for run in runs:
+        base = "run-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", run.run_id)
+        seen[base] += 1
+        out.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return out
+
+
+def _summary(runs: list[Run]) -> str:
+    outcomes = Counter(run.get("outcome") for run in runs)
+    with_loss = sum(1 for run in runs if run.verdict.lost)
+    chips = [f"<span>{len(runs)} runs</span>", f'<span class="good">{outcomes["passed"]} passed</span>']
+    chips += [f'<span class="bad">{outcomes[k]} {k}</span>' for k in ("failed", "error") if outcomes[k]]
+    chips.append(f'<span class="{"bad" if with_loss else "good"}">{with_loss} with lost records</span>')
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f'<header><h1>pytest-elr · replication chaos report</h1><p class="sub">generated {now} · '
+            f'a run that passes may still lose records where its scenario expects it (negative controls)</p>'
+            f'<div class="chips">{"".join(chips)}</div></header>')
+
+
+def _checker_cell(run: Run) -> str:
+    if run.checker is None:
+        return "<td>–</td>"
+    kinds = {k: a.get("count", 0) for k, a in (run.checker.get("anomalies") or {}).items() if a.get("count")}
+    shown = ", ".join(f"{k} {n}" for k, n in kinds.items())
+    word = "valid" if run.checker.get("valid") else "invalid"
+    return f'<td><span class="pill {word}">{word}</span> {escape(shown)}</td>'
+
+
+def _table(runs: list[Run], anchors: list[str]) -> str:
+    checker = any(run.checker is not None for run in runs)
+    head = ["scenario", "profile", "backend", "acked", "read", "lost", "fault bit", "result"]
+    head += ["checker"] if checker else []
+    rows = []
+    for run, anchor in zip(runs, anchors, strict=True):
+        v, outcome = run.verdict, run.get("outcome")
+        lost = len(v.lost)
+        cells = (f'<td><a href="#{anchor}">{escape(run.get("scenario"))}</a></td>'
+                 f'<td>{escape(run.get("profile"))}</td><td>{escape(run.get("backend"))}</td>'
+                 f'<td class="num acked">{v.acked}</td><td class="num read">{v.read}</td>'
+                 f'<td class="num lost{" some" if lost else ""}">{lost}</td>'
+                 f'<td class="bit bit-{run.fault_bit}">{run.fault_bit}</td>'
+                 f'<td><span class="pill {escape(outcome)}">{escape(outcome)}</span></td>')
+        cells += _checker_cell(run) if checker else ""
+        rows.append(f'<tr data-run="{escape(run.run_id)}">{cells}</tr>')
+    ths = "".join(f'<th{" class=num" if h in ("acked", "read", "lost") else ""}>{h}</th>' for h in head)
+    return (f'<section class="card" id="verdicts"><h2>Verdicts</h2>'
+            f'<table class="verdicts"><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table></section>')
+
+
+def _legend() -> str:
+    items = [f'<span><i style="background:{COLOURS[k]}"></i>{name}</span>' for k, name in _LEGEND]
+    items.append('<span><i style="background:repeating-linear-gradient(45deg,#666 0 2px,#e8e8e8 2px 5px)"></i>'
+                 "fenced</span>")
+    items.append(f'<span><i style="background:{COLOURS["down"]};height:5px"></i>broker down / paused</span>')
+    items.append(f'<span><i style="background:{COLOURS["net"]};border:1px solid #e6550d"></i>network fault</span>')
+    items.append(f'<span><i style="background:{COLOURS["fault"]};width:8px"></i>fault injected</span>')
+    items += [f'<span><i class="tick" style="background:{COLOURS[k]}"></i>{name}</span>' for k, name in _TICKS]
+    items.append(f'<span><i style="background:{COLOURS["hwm"]};height:2px"></i>high watermark</span>')
+    items.append('<span class="axisnote">x axis: event index for runs shorter than a second (the model runs '
+                 "everything in about a millisecond), seconds otherwise · hover anything for details</span>")
+    return f'<section class="card legend">{"".join(items)}</section>'
+
+
+def _fact(name: str, value: object, cls: str = "") -> str:
+    return f'<div><dt>{escape(name)}</dt><dd class="{cls}">{escape(str(value))}</dd></div>'
+
+
+def _section(run: Run, anchor: str, n: int, axis: AxisMode) -> str:
+    v, outcome = run.verdict, run.get("outcome")
+    lost = len(v.lost)
+    facts = [_fact("acked (acks=all)", v.acked, "acked"), _fact("read", v.read, "read"),
+             _fact("lost", lost, "lost some" if lost else "lost"),
+             _fact("fault bit", run.fault_bit, f"bit bit-{run.fault_bit}"),
+             _fact("duration", f"{run.duration_s * 1000:.1f} ms" if run.duration_s < 1 else f"{run.duration_s:.1f} s",
+                   "small"),
+             _fact("events", len(run.events), "small")]
+    for key, name in (("kafka_version", "kafka"), ("min_insync_replicas", "min ISR"), ("topic", "topic")):
+        if run.meta.get(key) is not None:
+            facts.append(_fact(name, run.meta[key], "small"))
+    if run.malformed:
+        facts.append(_fact("malformed lines", run.malformed, "small"))
+    chart = render(build_timeline(run.events, run.lost_values, axis), f"r{n}") if run.events else "<p>no events</p>"
+    parts = [f'<section class="card run" id="{anchor}" data-run-id="{escape(run.run_id)}" data-acked="{v.acked}" '
+             f'data-read="{v.read}" data-lost="{lost}" data-fault-bit="{run.fault_bit}" '
+             f'data-outcome="{escape(outcome)}">',
+             f'<h2><a href="#{anchor}">{escape(run.get("scenario"))}</a>'
+             f'<span class="pill">{escape(run.get("profile"))}</span><span class="pill">{escape(run.get("backend"))}'
+             f'</span><span class="pill {escape(outcome)}">{escape(outcome)}</span>'
+             f'<span class="id">{escape(run.run_id)}</span></h2>',
+             f'<dl class="facts">{"".join(facts)}</dl>']
+    if run.checker is not None:
+        parts.append(f'<table class="verdicts"><tr><th>Spark checker</th>{_checker_cell(run)}</tr></table>')
+    parts.append(f'<div class="chart">{chart}</div>')
+    if v.lost:
+        parts.append(f'<p class="lostlist"><b>Lost</b> (acknowledged with acks=all, never read): '
+                     f"{escape(v.examples(30))}</p>")
+    parts.append(_findings(run))
+    parts.append(_steps(run))
+    parts.append('<p class="back"><a href="#verdicts">↑ verdicts</a></p></section>')
+    return "".join(parts)
+
+
+def _findings(run: Run) -> str:
+    found = [e for e in run.events if e["type"] in ("violation", "disagreement", "model_error", "backend_error")]
+    if not found:
+        return ""
+    items = "".join(f"<li><b>{escape(str(e.get('step')))}</b> {escape(e['type'])}: "
+                    f"{escape(str(e.get('message') or e.get('differences') or ''))}</li>" for e in found[:20])
+    more = f"<li>… and {len(found) - 20} more</li>" if len(found) > 20 else ""
+    return f'<ul class="findings">{items}{more}</ul>'
+
+
+def _steps(run: Run) -> str:
+    steps: dict[str, tuple[str, list[str]]] = {}
+    for e in run.events:
+        name = e.get("step")
+        if e["type"] == "step" and e.get("phase") == "begin" and name:
+            steps[str(name)] = (str(e.get("note") or ""), [])
+        elif e["type"] == "fault" and str(name) in steps:
+            args = e.get("args") or {}
+            shown = " ".join(f"{k}={val}" for k, val in args.items())
+            steps[str(name)][1].append(f"{e.get('action')} {shown}".strip())
+    if not steps:
+        return ""
+    items = "".join(f"<li><b>{escape(name)}</b> {escape(note)}"
+                    f'{" <span class=faults>· " + escape("; ".join(faults)) + "</span>" if faults else ""}</li>'
+                    for name, (note, faults) in steps.items())
+    return f"<details><summary>steps ({len(steps)})</summary><ol class=steps>{items}</ol></details>"

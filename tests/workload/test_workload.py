@@ -1,0 +1,179 @@
+"""The background producer and the drain against a real ELR cluster: 3 brokers, RF=3, min ISR 2."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_elr.history import History
+from pytest_elr.sut import KafkaCluster
+from pytest_elr.sut.cluster import random_topic
+from pytest_elr.workload import BackgroundProducer, drain
+
+pytestmark = pytest.mark.docker
+
+
+def _topic(cluster: KafkaCluster) -> str:
+    name = random_topic("wl")
+    cluster.create_topic(name, {0: [0, 1, 2]}, min_insync_replicas=2)
+    return name
+
+
+def _produces(history: History) -> list[dict[str, Any]]:
+    return [e for e in history.events if e["type"] == "produce"]
+
+
+def _invoke_times(history: History) -> list[float]:
+    return [e["t"] for e in _produces(history) if e["op"] == "invoke"]
+
+
+def _assert_one_completion_each(history: History) -> None:
+    events = _produces(history)
+    invokes = [e["id"] for e in events if e["op"] == "invoke"]
+    done = Counter(e["id"] for e in events if e["op"] != "invoke")
+    assert len(invokes) == len(set(invokes))
+    assert set(done) == set(invokes)
+    assert max(done.values()) == 1
+    seen: set[int] = set()
+    for e in events:  # each completion after its invoke, in file order
+        if e["op"] == "invoke":
+            seen.add(e["id"])
+        else:
+            assert e["id"] in seen
+
+
+def _assert_drain_reads_every_ack(cluster: KafkaCluster, topic: str, history: History) -> None:
+    acked = {e["value"]: e["offset"] for e in _produces(history) if e["op"] == "ok"}
+    result = drain(cluster.bootstrap_servers, topic, history, timeout_s=30)
+    assert result.reached, result
+    read = {r.value: r.offset for r in result.records}
+    assert {v: read.get(v) for v in acked} == acked  # every ack read, at its offset
+    consumed = [e for e in history.events if e["type"] == "consume"]
+    assert len(consumed) == len(result.records) and all(e["reader"] == "drain" for e in consumed)
+
+
+def test_steady_rate_and_drain(cluster: KafkaCluster, tmp_path: Path) -> None:
+    topic = _topic(cluster)
+    history = History.create(tmp_path, scenario="workload-rate", backend="kafka", topic=topic)
+    rate, window = 200.0, 5.0
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=rate, acks="all").start()
+    try:
+        # Measure the middle of the run from the invokes' own times (the first sends pay for the connect).
+        time.sleep(1.0)
+        start = _invoke_times(history)[-1]
+        time.sleep(window)
+        ts = _invoke_times(history)
+    finally:
+        stats = producer.stop(15)
+    history.close("passed")
+    in_window = [t for t in ts if start < t <= start + window]
+    measured = len(in_window) / window
+    print(f"rate: asked {rate}/s, measured {measured:.1f}/s; stats {stats}")
+    assert abs(measured - rate) <= 0.2 * rate
+    assert stats.sent == stats.acked and not stats.failed and not stats.indeterminate
+    assert stats.in_flight == 0 and stats.skipped == 0
+    _assert_one_completion_each(history)
+    _assert_drain_reads_every_ack(cluster, topic, history)
+
+
+def test_below_min_isr_fails_definitely_then_recovers(cluster: KafkaCluster, tmp_path: Path) -> None:
+    topic = _topic(cluster)
+    leader = cluster.describe_partition(topic).leader
+    assert leader is not None
+    followers = [b for b in (0, 1, 2) if b != leader]
+    history = History.create(tmp_path, scenario="workload-min-isr", backend="kafka", topic=topic)
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=50, acks="all").start()
+    try:
+        cluster.await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
+        for b in followers:
+            history.record("fault", action="isolate", args={"broker": b})
+            cluster.isolate(b)
+        # The producer's own traffic lets the leader see its followers fall behind.
+        cluster.await_partition(topic, lambda p: p.isr == (leader,), timeout_s=30, via=leader)
+        history.record("observe", leader=leader, isr=[leader])
+        mark = len(history.events)
+        cluster.await_value(producer.stats, lambda s: s.failed["NOT_ENOUGH_REPLICAS"] >= 20, timeout_s=20,
+                            what="NOT_ENOUGH_REPLICAS")
+        below = [e for e in history.events[mark:] if e["type"] == "produce" and e["op"] != "invoke"]
+        history.record("fault", action="heal", args={})
+        cluster.heal_all()
+        cluster.await_partition(topic, lambda p: set(p.isr) == {0, 1, 2}, timeout_s=45, via=leader)
+        mark = len(history.events)
+        cluster.await_value(lambda: sum(e["type"] == "produce" and e["op"] == "ok"
+                                        for e in history.events[mark:]),
+                            lambda n: n >= 20, timeout_s=20, what="acks after heal")
+    finally:
+        stats = producer.stop(15)
+    history.close("passed")
+    print(f"stats {stats}; completions while ISR=[leader]: {Counter((e['op'], e['error']) for e in below)}")
+    # Once the ISR is the leader alone every send is refused before the append: definite.
+    assert below and all(e["op"] == "fail" and e["error"] == "NOT_ENOUGH_REPLICAS" for e in below[-20:])
+    assert stats.failed["NOT_ENOUGH_REPLICAS"] >= 20
+    assert set(stats.failed) <= {"NOT_ENOUGH_REPLICAS"}  # nothing else is definite here
+    _assert_one_completion_each(history)
+    _assert_drain_reads_every_ack(cluster, topic, history)
+
+
+def test_leader_crash_moves_to_new_leader(cluster: KafkaCluster, tmp_path: Path) -> None:
+    topic = _topic(cluster)
+    leader = cluster.describe_partition(topic).leader
+    assert leader is not None
+    history = History.create(tmp_path, scenario="workload-crash", backend="kafka", topic=topic)
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=50, acks="all").start()
+    try:
+        cluster.await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
+        history.record("fault", action="crash", args={"broker": leader})
+        cluster.crash(leader)
+        new = cluster.await_partition(topic, lambda p: p.leader not in (None, leader), timeout_s=30).leader
+        mark = len(history.events)
+        cluster.await_value(lambda: sum(e["type"] == "produce" and e["op"] == "ok" for e in history.events[mark:]),
+                            lambda n: n >= 20, timeout_s=20, what=f"acks from new leader {new}")
+    finally:
+        stats = producer.stop(15)
+    history.close("passed")
+    print(f"leader {leader} -> {new}; stats {stats}")
+    _assert_one_completion_each(history)
+    # ELR/ISR: every acks=all ack survives the leader's crash.
+    _assert_drain_reads_every_ack(cluster, topic, history)
+
+
+@pytest.mark.parametrize(("acks", "idempotence"), [("all", True), ("1", False), ("0", False)])
+def test_acks_and_idempotence(cluster: KafkaCluster, tmp_path: Path, acks: str, idempotence: bool) -> None:
+    topic = _topic(cluster)
+    history = History.create(tmp_path, scenario="workload-acks", backend="kafka", topic=topic)
+    with BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=100, acks=acks,  # type: ignore[arg-type]
+                            idempotence=idempotence) as producer:
+        cluster.await_value(producer.stats, lambda s: s.acked >= 50, timeout_s=15, what="acks")
+    stats = producer.stats()
+    assert stats.sent == stats.acked and stats.in_flight == 0
+    oks = [e for e in _produces(history) if e["op"] == "ok"]
+    assert all(e["acks"] == acks for e in oks)
+    assert all((e["offset"] is None) == (acks == "0") for e in oks)  # acks=0: no answer, no offset
+    _assert_one_completion_each(history)
+    result = drain(cluster.bootstrap_servers, topic, history, timeout_s=30)
+    assert {e["value"] for e in oks} <= set(result.values)  # healthy cluster: even acks=0 lands
+
+
+def test_stop_marks_outstanding_sends_indeterminate(cluster: KafkaCluster, tmp_path: Path) -> None:
+    topic = _topic(cluster)
+    leader = cluster.describe_partition(topic).leader
+    history = History.create(tmp_path, scenario="workload-stop", backend="kafka", topic=topic)
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=100, acks="all").start()
+    try:
+        cluster.await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
+        for b in (0, 1, 2):
+            if b != leader:
+                cluster.isolate(b)
+        # acks=all sends now wait for followers that are gone, until the ISR shrinks (~3 s).
+        cluster.await_value(producer.stats, lambda s: s.in_flight >= 20, timeout_s=10, what="in flight")
+    finally:
+        stats = producer.stop(0.5)
+    history.close("passed")
+    print(f"stats {stats}")
+    assert stats.in_flight == 0 and stats.indeterminate["PURGE_INFLIGHT"] >= 20
+    assert stats.completed == stats.sent
+    _assert_one_completion_each(history)
