@@ -34,14 +34,14 @@ table.verdicts { border-collapse:collapse; width:100%; font-size:13px; }
                              white-space:nowrap; }
 .verdicts th { color:var(--muted); font-weight:600; position:sticky; top:0; background:#fff; }
 .verdicts td.num, .verdicts th.num { text-align:right; font-variant-numeric:tabular-nums; }
-.verdicts tr:hover td { background:#f8fafc; }
+.verdicts tr:hover td { background:#f8fafc; } .verdicts tr.group td { border-top:2px solid #cfd5dd; }
 td.lost.some, dd.lost.some { color:#fff; background:var(--bad); font-weight:700; border-radius:4px; }
 .pill { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600;
         background:#eef2f7; color:#374151; margin-left:4px; vertical-align:2px; }
 .pill.passed { background:#e3f2e1; color:var(--good); }
 .pill.failed, .pill.error { background:#fde2e2; color:var(--bad); }
 .pill.invalid { background:#fde2e2; color:var(--bad); } .pill.valid { background:#e3f2e1; color:var(--good); }
-.bit-yes { color:var(--bad); font-weight:700; } .bit-NO { color:var(--warn); font-weight:700; }
+.bit-yes { font-weight:700; } .bit-NO { color:var(--warn); font-weight:700; }
 .legend { display:flex; flex-wrap:wrap; gap:6px 16px; font-size:12.5px; color:#374151; }
 .legend i { display:inline-block; width:16px; height:11px; border-radius:2px; margin-right:5px; vertical-align:-1px; }
 .legend i.tick { width:3px; height:13px; border-radius:0; }
@@ -55,11 +55,12 @@ dd.small { font-size:13px; font-weight:500; }
 svg.timeline { display:block; max-width:100%; height:auto; }
 svg text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; fill:#333; }
 svg .rowname { fill:#4b5563; font-weight:600; } svg .steplabel { font-weight:700; fill:#1f2d3d; }
-svg .marklabel { fill:#8c2d04; font-weight:600; } svg .marklabel.violation, svg .marklabel.error { fill:#d7191c; }
+svg .marklabel { fill:#8c2d04; font-weight:600; stroke:#fff; stroke-width:3px; paint-order:stroke; }
+svg .marklabel.violation, svg .marklabel.error { fill:#d7191c; }
 svg .marklabel.disagreement { fill:#b45309; }
 svg .bandlabel { font-size:10px; fill:#1f2933; font-weight:600; } svg .bandlabel.dark { fill:#fff; }
 svg .small { font-size:9.5px; fill:#7c2d12; } svg .axislabel { font-size:10px; fill:#6b7280; }
-svg .losslabel { fill:#d7191c; font-weight:700; }
+svg .losslabel { fill:#d7191c; font-weight:700; stroke:#fff; stroke-width:3px; paint-order:stroke; }
 .lostlist { color:var(--bad); font-size:13px; margin:8px 0 0; word-break:break-word; }
 .findings { margin:8px 0 0; padding-left:18px; font-size:13px; } .findings li { color:var(--bad); }
 details { margin-top:8px; font-size:13px; } summary { cursor:pointer; color:var(--muted); }
@@ -71,6 +72,13 @@ ol.steps .faults { color:#8c2d04; }
 _LEGEND = [
     ("leader", "leader"), ("isr", "ISR"), ("elr", "ELR"), ("lkelr", "LastKnownELR"), ("out", "out of every set"),
 ]
+_HELP = {
+    "acked": "records acknowledged with acks=all", "read": "distinct values read",
+    "lost": "acknowledged with acks=all and never read",
+    "fault bit": "yes: a fault demonstrably took data from its victim; NO: a lossy fault took none; -: no lossy fault",
+    "result": "the pytest outcome (a negative control passes when it loses what its scenario expects)",
+    "checker": "the Spark history checker's verdict",
+}
 _TICKS = [("ok", "ack, acks=all"), ("weak", "ack, acks=1/0"), ("fail", "send failed"), ("info", "indeterminate"),
           ("lost", "acked, never read (lost)"), ("read", "read (final drain)")]
 
@@ -122,6 +130,7 @@ def _table(runs: list[Run], anchors: list[str]) -> str:
     head = ["scenario", "profile", "backend", "acked", "read", "lost", "fault bit", "result"]
     head += ["checker"] if checker else []
     rows = []
+    previous = None
     for run, anchor in zip(runs, anchors, strict=True):
         v, outcome = run.verdict, run.get("outcome")
         lost = len(v.lost)
@@ -132,8 +141,11 @@ def _table(runs: list[Run], anchors: list[str]) -> str:
                  f'<td class="bit bit-{run.fault_bit}">{run.fault_bit}</td>'
                  f'<td><span class="pill {escape(outcome)}">{escape(outcome)}</span></td>')
         cells += _checker_cell(run) if checker else ""
-        rows.append(f'<tr data-run="{escape(run.run_id)}">{cells}</tr>')
-    ths = "".join(f'<th{" class=num" if h in ("acked", "read", "lost") else ""}>{h}</th>' for h in head)
+        group = ' class="group"' if previous is not None and run.get("scenario") != previous else ""
+        previous = run.get("scenario")
+        rows.append(f'<tr data-run="{escape(run.run_id)}"{group}>{cells}</tr>')
+    ths = "".join(f'<th{" class=num" if h in ("acked", "read", "lost") else ""} title="{_HELP.get(h, "")}">{h}</th>'
+                  for h in head)
     return (f'<section class="card" id="verdicts"><h2>Verdicts</h2>'
             f'<table class="verdicts"><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table></section>')
 

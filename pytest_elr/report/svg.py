@@ -28,7 +28,7 @@ COLOURS = {
     "read": "#35978f", "fault": "#8c2d04", "net": "#fdd0a2", "down": "#404040", "paused": "#8a8a8a",
     "violation": "#d7191c", "disagreement": "#e66101", "error": "#d7191c", "loss": "#d7191c", "hwm": "#253494",
 }
-SHORT_NAMES = {"leader": "L", "isr": "", "elr": "E", "lkelr": "K", "out": "F"}
+SHORT_NAMES = {"leader": "L", "isr": "", "elr": "E", "lkelr": "K", "out": ""}
 ROLE_NAMES = {"leader": "leader", "isr": "ISR", "elr": "ELR", "lkelr": "LastKnownELR", "out": "out"}
 
 
@@ -58,6 +58,11 @@ class _Canvas:
         self.text(GUTTER - 8, y + h / 2 + FONT * 0.35, name, "rowname", "end")
 
 
+def _label_x(x: float, label: str, pad: float = 2) -> float:
+    """Where a label starting at ``x`` goes so that it ends inside the plot."""
+    return min(x + pad, GUTTER + PLOT - len(label) * CHAR_W)
+
+
 def _pack(spans: Iterable[tuple[float, float]], rows: int) -> list[int | None]:
     """Greedy lanes for labels sorted by start: the first row where it fits, None when none does."""
     ends: list[float] = []
@@ -84,7 +89,8 @@ def render(tl: Timeline, uid: str) -> str:
     y = 4.0
     y_top = y
     # -- steps: alternating shade behind everything, names staggered over two rows
-    step_spans = [(c.x(s.x0), c.x(s.x0) + len(s.name) * CHAR_W + 4) for s in tl.steps]
+    step_spans = [(_label_x(c.x(s.x0), s.name), _label_x(c.x(s.x0), s.name) + len(s.name) * CHAR_W + 4)
+                  for s in tl.steps]
     step_rows = _pack(step_spans, 2)
     steps_h = 16.0 * (max((r for r in step_rows if r is not None), default=0) + 1) + 4
     shade_at = len(c.parts)  # the shading goes in once the chart's height is known
@@ -93,12 +99,13 @@ def render(tl: Timeline, uid: str) -> str:
         note = f" — {s.note}" if s.note else ""
         if row is not None:
             c.add(f'<g class="step"><title>{escape(s.name + note)}</title>')
-            c.text(c.x(s.x0) + 2, y + 12 + 16 * row, s.name, "steplabel")
+            c.text(_label_x(c.x(s.x0), s.name), y + 12 + 16 * row, s.name, "steplabel")
             c.add("</g>")
     y += steps_h
     # -- faults and findings: a marker, a dashed line down through the lanes, a packed label
     marks = [m for m in tl.marks if m.kind != "loss"]
-    mark_rows = _pack(((c.x(m.x), c.x(m.x) + len(m.label) * CHAR_W + 8) for m in marks), 3)
+    mark_rows = _pack(((_label_x(c.x(m.x), m.label), _label_x(c.x(m.x), m.label) + len(m.label) * CHAR_W + 8)
+                       for m in marks), 3)
     faults_h = 15.0 * (max((r for r in mark_rows if r is not None), default=0) + 1) + 8
     if marks:
         c.row_name(y, faults_h, "faults")
@@ -119,8 +126,11 @@ def render(tl: Timeline, uid: str) -> str:
     for b, ly in lane_y.items():
         c.row_name(ly, lane_h, f"broker {b}")
         c.rect(GUTTER, ly, GUTTER + PLOT, lane_h, "#f6f6f6")
+    losses = [(m.broker, c.x(m.x), len(m.label) * CHAR_W + 16) for m in tl.marks if m.kind == "loss"]
     for band in tl.bands:
-        _band(c, band, lane_y[band.broker], lane_h)
+        x0 = c.x(band.x0)
+        skip = max((w + x - x0 for b, x, w in losses if b == band.broker and -6 <= x - x0 <= 40), default=0.0)
+        _band(c, band, lane_y[band.broker], lane_h, skip)
     for i in tl.intervals:
         if i.broker is not None and i.broker in lane_y:
             _down(c, i, lane_y[i.broker], lane_h)
@@ -165,7 +175,7 @@ def render(tl: Timeline, uid: str) -> str:
             + defs + "".join(c.parts) + "</svg>")
 
 
-def _band(c: _Canvas, band: Band, y: float, h: float) -> None:
+def _band(c: _Canvas, band: Band, y: float, h: float, skip: float = 0.0) -> None:
     x0, x1 = c.x(band.x0), c.x(band.x1)
     c.add(f'<g class="band role-{band.role}">')
     c.rect(x0, y, x1, h, COLOURS[band.role], band.tip)
@@ -174,10 +184,10 @@ def _band(c: _Canvas, band: Band, y: float, h: float) -> None:
     label = ROLE_NAMES[band.role] + (" · fenced" if band.fenced else "")
     if band.role == "out" and not band.fenced:
         label = ""
-    elif (x1 - x0) < len(label) * CHAR_W + 6:
-        label = SHORT_NAMES[band.role] if (x1 - x0) > 12 else ""  # a narrow band keeps an initial
+    elif (x1 - x0 - skip) < len(label) * CHAR_W + 6:
+        label = SHORT_NAMES[band.role] if (x1 - x0 - skip) > 12 else ""  # a narrow band keeps an initial
     if label:
-        c.text(x0 + 4, y + h / 2 + 4, label, "bandlabel" + (" dark" if band.role == "leader" else ""))
+        c.text(x0 + 4 + skip, y + h / 2 + 4, label, "bandlabel" + (" dark" if band.role == "leader" else ""))
     c.add("</g>")
 
 
@@ -203,7 +213,7 @@ def _mark(c: _Canvas, m: Mark, row: int | None, y: float, h: float, bottom: floa
           f'stroke-dasharray="3 2" stroke-opacity="0.7"/>')
     c.add(f'<path d="M{x - 4:.1f},{y + h - 8:.1f} h8 l-4,5 z" fill="{colour}"/>')
     if row is not None:
-        c.text(x + 1, y + 11 + 15 * row, m.label, f"marklabel {m.kind}")
+        c.text(_label_x(x, m.label, 1), y + 11 + 15 * row, m.label, f"marklabel {m.kind}")
     c.add("</g>")
 
 
@@ -276,7 +286,6 @@ def _axis(c: _Canvas, tl: Timeline, y: float) -> None:
     while v <= tl.hi + 1e-9:
         x = c.x(v)
         c.rect(x - 0.4, y, x + 0.4, 4, "#666")
-        label = f"{v:g}" if tl.mode == "events" else f"{v:g} s"
-        c.text(x, y + 15, label, "axislabel", "middle")
+        c.text(x, y + 15, f"{v:g}", "axislabel", "middle")
         v += step
-    c.text(GUTTER - 8, y + 15, "event #" if tl.mode == "events" else "time", "axislabel", "end")
+    c.text(GUTTER - 12, y + 15, "event #" if tl.mode == "events" else "seconds", "axislabel", "end")

@@ -175,7 +175,7 @@ def _fault_label(action: str, args: dict[str, Any]) -> str:
 
 
 def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> None:
-    stopped: dict[int, Interval] = {}
+    stopped: dict[int, Interval] = {}  # open down/paused intervals; closed ones stay in tl.intervals
     net: list[tuple[Interval, set[tuple[Any, Any]]]] = []
     for e, x in zip(events, xs, strict=True):
         kind = e["type"]
@@ -185,7 +185,9 @@ def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> 
             tl.marks.append(Mark(x, "fault", label, f"{e.get('step')}: {action} {args}"))
             if action in _STOPS:
                 for b in _targets(args):
-                    stopped.setdefault(b, Interval(x, tl.hi, _STOPS[action], f"{action} {b}", b))
+                    if b not in stopped:
+                        stopped[b] = Interval(x, tl.hi, _STOPS[action], f"{action} {b}", b)
+                        tl.intervals.append(stopped[b])
             elif action in _STARTS:
                 for b in _targets(args):
                     if b in stopped:
@@ -209,7 +211,7 @@ def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> 
             text = e.get("message") or e.get("differences") or kind
             tl.marks.append(Mark(x, "error" if kind.endswith("error") else kind, kind.replace("_", " "),
                                  f"{e.get('step')}: {text}"))
-    tl.intervals += list(stopped.values()) + [interval for interval, _ in net]
+    tl.intervals += [interval for interval, _ in net]
     tl.intervals.sort(key=lambda i: i.x0)
 
 

@@ -347,7 +347,10 @@ class BackgroundProducer:
             producer.poll(min(0.1, max(0.0, deadline - time.monotonic())))
         if self._pending:
             producer.purge(in_queue=True, in_flight=True)
-            producer.poll(0.5)  # serve the purge callbacks (_PURGE_QUEUE / _PURGE_INFLIGHT)
+            # Serve the purge callbacks (_PURGE_QUEUE / _PURGE_INFLIGHT); poll returns after the first.
+            until = time.monotonic() + 2.0
+            while self._pending and time.monotonic() < until:
+                producer.poll(0.05)
         for ident in list(self._pending):
             self._complete(ident, None, None, "_STOPPED")  # no callback came: indeterminate
         with self._lock:
