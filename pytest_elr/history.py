@@ -7,6 +7,7 @@ is given, and always kept in memory so the verdict can be computed without touch
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ class History:
     _t0: float = field(default_factory=time.monotonic)
     _out: IO[str] | None = None
     _next_id: int = 0
+    # A background producer records from its own thread: clock, list and file move together.
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @classmethod
     def create(cls, root: Path | None, **meta: Any) -> History:
@@ -41,18 +44,24 @@ class History:
         return history
 
     def record(self, type_: str, **fields: Any) -> dict[str, Any]:
-        event = {"t": round(time.monotonic() - self._t0, 6), "type": type_, "step": self.step, **fields}
-        self.events.append(event)
-        if self._out is not None:
-            self._out.write(json.dumps(event, separators=(",", ":")) + "\n")
-        return event
+        with self._lock:
+            event = {"t": round(time.monotonic() - self._t0, 6), "type": type_, "step": self.step, **fields}
+            self.events.append(event)
+            if self._out is not None:
+                self._out.write(json.dumps(event, separators=(",", ":")) + "\n")
+            return event
 
     def new_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
+        with self._lock:
+            self._next_id += 1
+            return self._next_id
 
     def end_events(self) -> None:
         """Close the events file so a checker can read it whole; ``record`` still keeps events."""
+        with self._lock:
+            self._end_events()
+
+    def _end_events(self) -> None:
         if self._out is not None:
             self._out.close()
             self._out = None

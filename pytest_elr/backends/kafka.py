@@ -21,7 +21,7 @@ import secrets
 import time
 from typing import Any, ClassVar
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 
 from pytest_elr.actions import (
     CONTROLLER,
@@ -44,7 +44,9 @@ from pytest_elr.actions import (
 )
 from pytest_elr.backends.base import BackendError, ConsumedRecord, LossEvidence, Observation, ProduceOutcome
 from pytest_elr.history import History
-from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
+from pytest_elr.scenario.schema import ClusterSpec, TopicSpec, WorkloadSpec
+from pytest_elr.workload.drain import drain, max_acked_offset
+from pytest_elr.workload.producer import BackgroundProducer, is_definite
 
 KAFKA_VERSION_ENV = "PYTEST_ELR_KAFKA_VERSION"
 IMAGE_ENV = "PYTEST_ELR_KAFKA_IMAGE"  # use this node image instead of the one built here
@@ -87,10 +89,10 @@ class KafkaBackend:
         self.cluster: Any = None
         self.topic = ""
         self.history: History | None = None
-        self._next_id = 0
         self._errors_seen = 0
         self._controllers: list[int] = []
         self._powered_off: set[int] = set()
+        self._workload: BackgroundProducer | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -120,6 +122,7 @@ class KafkaBackend:
                                      via=OBSERVER_ID, timeout_s=30)
 
     def close(self) -> None:
+        self.stop_workload()
         if self.cluster is not None:
             try:  # back to health for the next scenario of the same shape
                 self.cluster.heal_everything()
@@ -211,7 +214,7 @@ class KafkaBackend:
         is fresh. A long-lived client keeps sending to a fenced leader that still believes it
         leads (a zombie) until its metadata refresh -- real, but not what a step means to test."""
         return Producer({
-            "bootstrap.servers": f"127.0.0.1:{self.cluster.client_port(OBSERVER_ID)}",
+            "bootstrap.servers": self._bootstrap(),
             "acks": {"all": "all", "1": "1", "0": "0"}[acks],
             "enable.idempotence": False,
             # A definite answer per send: no retries hide NOT_ENOUGH_REPLICAS behind a timeout.
@@ -219,6 +222,21 @@ class KafkaBackend:
             "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000),
             "linger.ms": 0,
         })
+
+    def _bootstrap(self) -> str:
+        # The observer first: its metadata is fresh; the others in case it is slow to answer.
+        return f"127.0.0.1:{self.cluster.client_port(OBSERVER_ID)},{self.cluster.bootstrap_servers}"
+
+    def start_workload(self, spec: WorkloadSpec) -> None:
+        """The scenario's background producer, for the whole run (stopped before the drain)."""
+        self._workload = BackgroundProducer(self._bootstrap(), self.topic, self.history, rate=spec.rate_per_s,
+                                            acks=spec.acks)  # type: ignore[arg-type]
+        self._workload.start()
+
+    def stop_workload(self) -> None:
+        if self._workload is not None:
+            self._workload.stop(timeout=15)
+            self._workload = None
 
     def _produce(self, count: int, acks: str, tick: bool = False) -> ProduceOutcome:
         outcome = ProduceOutcome(acks=acks, sent=count)
@@ -241,16 +259,16 @@ class KafkaBackend:
                         outcome.acked += 1
                     record("ok", ident, value, offset if offset is not None and offset >= 0 else None, None)
                 else:
+                    # Definite only when the leader refused before appending (see workload.producer).
+                    op = "fail" if is_definite(err.name()) else "info"
                     name = err.name().lstrip("_")
-                    op = "info" if err.code() in (KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT) else "fail"
                     outcome.failed[name] = outcome.failed.get(name, 0) + 1
                     record(op, ident, value, None, name)
             return callback
 
         prefix = "tick" if tick else "v"
         for _ in range(count):
-            self._next_id += 1
-            ident = self._next_id
+            ident = history.new_id() if history is not None else 0
             value = f"{prefix}{ident}-{secrets.token_hex(2)}"
             record("invoke", ident, value, None, None)
             producer.produce(self.topic, value=value.encode(), partition=0,
@@ -297,28 +315,11 @@ class KafkaBackend:
         return total
 
     def drain(self) -> list[ConsumedRecord]:
-        consumer = Consumer({
-            "bootstrap.servers": self.cluster.bootstrap_servers,
-            "group.id": f"drain-{secrets.token_hex(4)}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-        })
-        try:
-            tp = TopicPartition(self.topic, 0, 0)
-            consumer.assign([tp])
-            _, high = consumer.get_watermark_offsets(tp, timeout=10)
-            records: list[ConsumedRecord] = []
-            deadline = time.monotonic() + DRAIN_TIMEOUT_S
-            next_offset = 0
-            while next_offset < high and time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is None or msg.error():
-                    continue
-                records.append(ConsumedRecord(msg.offset(), msg.value().decode()))
-                next_offset = msg.offset() + 1
-            return [r for r in records if not r.value.startswith("tick")]
-        finally:
-            consumer.close()
+        self.stop_workload()
+        result = drain(self._bootstrap(), self.topic, None, timeout_s=DRAIN_TIMEOUT_S,
+                       skip=lambda v: v.startswith("tick"),
+                       min_offset=max_acked_offset(self.history) if self.history is not None else None)
+        return [ConsumedRecord(r.offset, r.value) for r in result.records]
 
 
 def _ref(node: Node) -> int | str:

@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = None
     if args.verdicts is not None:
         loaded = json.loads(args.verdicts.read_text(encoding="utf-8"))
-        listed = loaded.get("runs", loaded.get("verdicts", [])) if isinstance(loaded, dict) else loaded
+        # the checker's --json document ({"verdicts": [...], ...}), or a bare list of verdicts
+        listed = (loaded.get("verdicts") or []) if isinstance(loaded, dict) else loaded
         verdicts = {str(v.get("run_id") or v.get("path")): v for v in listed if isinstance(v, dict)}
     out = build_report(runs, args.out, verdicts, args.axis)
     print(f"{out}: {len(runs)} runs in {time.perf_counter() - started:.2f} s")

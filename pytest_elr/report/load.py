@@ -37,6 +37,11 @@ class Run:
         return "?" if value is None else str(value)
 
     @property
+    def outcome(self) -> str:
+        """passed | failed | error, or unfinished: no outcome written (still running, or crashed)."""
+        return str(self.meta.get("outcome") or "unfinished")
+
+    @property
     def fault_bit(self) -> str:
         """As the terminal summary says it: yes (a fault took data), NO (a lossy fault took none), - (none)."""
         losses = [e for e in self.events if e["type"] == "loss_evidence"]
@@ -68,7 +73,7 @@ def load_run(path: Path, checker: Mapping[str, Any] | None = None) -> Run:
     verdict = check_history(events)
     return Run(path=path, meta=_meta(path), events=events, malformed=malformed, verdict=verdict,
                checker=dict(checker) if checker is not None else None,
-               lost_values={value for value, _ in verdict.lost})
+               lost_values={value for value, _ in verdict.lost})  # check_history lists every one
 
 
 def checker_for(run_dir: Path, meta: Mapping[str, Any], verdicts: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -41,6 +41,8 @@ td.lost.some, dd.lost.some { color:#fff; background:var(--bad); font-weight:700;
 .pill.passed { background:#e3f2e1; color:var(--good); }
 .pill.failed, .pill.error { background:#fde2e2; color:var(--bad); }
 .pill.invalid { background:#fde2e2; color:var(--bad); } .pill.valid { background:#e3f2e1; color:var(--good); }
+.verdicts td.checker { white-space:normal; font-size:12px; min-width:160px; }
+p.checker { margin:0 0 6px; font-size:13px; } p.checker .pill { margin:0 4px; }
 .bit-yes { font-weight:700; } .bit-NO { color:var(--warn); font-weight:700; }
 .legend { display:flex; flex-wrap:wrap; gap:6px 16px; font-size:12.5px; color:#374151; }
 .legend i { display:inline-block; width:16px; height:11px; border-radius:2px; margin-right:5px; vertical-align:-1px; }
@@ -79,8 +81,8 @@ _HELP = {
     "result": "the pytest outcome (a negative control passes when it loses what its scenario expects)",
     "checker": "the Spark history checker's verdict",
 }
-_TICKS = [("ok", "ack, acks=all"), ("weak", "ack, acks=1/0"), ("fail", "send failed"), ("info", "indeterminate"),
-          ("lost", "acked, never read (lost)"), ("read", "read (final drain)")]
+_TICKS = [("ok", "ack, acks=all"), ("weak", "ack, acks=1/0"), ("fail", "send failed"),
+          ("info", "indeterminate / no answer"), ("lost", "acked, never read (lost)"), ("read", "read (final drain)")]
 
 
 def page(runs: list[Run], axis: AxisMode = "auto") -> str:
@@ -105,10 +107,10 @@ def _anchors(runs: list[Run]) -> list[str]:
 
 
 def _summary(runs: list[Run]) -> str:
-    outcomes = Counter(run.get("outcome") for run in runs)
-    with_loss = sum(1 for run in runs if run.verdict.lost)
+    outcomes = Counter(run.outcome for run in runs)
+    with_loss = sum(1 for run in runs if run.verdict.lost_count)
     chips = [f"<span>{len(runs)} runs</span>", f'<span class="good">{outcomes["passed"]} passed</span>']
-    chips += [f'<span class="bad">{outcomes[k]} {k}</span>' for k in ("failed", "error") if outcomes[k]]
+    chips += [f'<span class="bad">{outcomes[k]} {k}</span>' for k in ("failed", "error", "unfinished") if outcomes[k]]
     chips.append(f'<span class="{"bad" if with_loss else "good"}">{with_loss} with lost records</span>')
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f'<header><h1>pytest-elr · replication chaos report</h1><p class="sub">generated {now} · '
@@ -116,13 +118,14 @@ def _summary(runs: list[Run]) -> str:
             f'<div class="chips">{"".join(chips)}</div></header>')
 
 
-def _checker_cell(run: Run) -> str:
+def _checker_html(run: Run) -> str:
+    """The Spark checker's word on a run: valid or invalid, and the anomalies it counted."""
     if run.checker is None:
-        return "<td>–</td>"
+        return "–"
     kinds = {k: a.get("count", 0) for k, a in (run.checker.get("anomalies") or {}).items() if a.get("count")}
     shown = ", ".join(f"{k} {n}" for k, n in kinds.items())
     word = "valid" if run.checker.get("valid") else "invalid"
-    return f'<td><span class="pill {word}">{word}</span> {escape(shown)}</td>'
+    return f'<span class="pill {word}">{word}</span> {escape(shown)}'
 
 
 def _table(runs: list[Run], anchors: list[str]) -> str:
@@ -132,15 +135,15 @@ def _table(runs: list[Run], anchors: list[str]) -> str:
     rows = []
     previous = None
     for run, anchor in zip(runs, anchors, strict=True):
-        v, outcome = run.verdict, run.get("outcome")
-        lost = len(v.lost)
+        v, outcome = run.verdict, run.outcome
+        lost = v.lost_count
         cells = (f'<td><a href="#{anchor}">{escape(run.get("scenario"))}</a></td>'
                  f'<td>{escape(run.get("profile"))}</td><td>{escape(run.get("backend"))}</td>'
                  f'<td class="num acked">{v.acked}</td><td class="num read">{v.read}</td>'
                  f'<td class="num lost{" some" if lost else ""}">{lost}</td>'
                  f'<td class="bit bit-{run.fault_bit}">{run.fault_bit}</td>'
                  f'<td><span class="pill {escape(outcome)}">{escape(outcome)}</span></td>')
-        cells += _checker_cell(run) if checker else ""
+        cells += f'<td class="checker">{_checker_html(run)}</td>' if checker else ""
         group = ' class="group"' if previous is not None and run.get("scenario") != previous else ""
         previous = run.get("scenario")
         rows.append(f'<tr data-run="{escape(run.run_id)}"{group}>{cells}</tr>')
@@ -159,8 +162,9 @@ def _legend() -> str:
     items.append(f'<span><i style="background:{COLOURS["fault"]};width:8px"></i>fault injected</span>')
     items += [f'<span><i class="tick" style="background:{COLOURS[k]}"></i>{name}</span>' for k, name in _TICKS]
     items.append(f'<span><i style="background:{COLOURS["hwm"]};height:2px"></i>high watermark</span>')
-    items.append('<span class="axisnote">x axis: event index for runs shorter than a second (the model runs '
-                 "everything in about a millisecond), seconds otherwise · hover anything for details</span>")
+    items.append('<span class="axisnote">x axis: events in order for runs shorter than a second (the model runs '
+                 "everything in about a millisecond; a send counts at its answer), seconds otherwise · "
+                 "hover anything for details</span>")
     return f'<section class="card legend">{"".join(items)}</section>'
 
 
@@ -169,19 +173,19 @@ def _fact(name: str, value: object, cls: str = "") -> str:
 
 
 def _section(run: Run, anchor: str, n: int, axis: AxisMode) -> str:
-    v, outcome = run.verdict, run.get("outcome")
-    lost = len(v.lost)
+    v, outcome = run.verdict, run.outcome
+    lost = v.lost_count
     facts = [_fact("acked (acks=all)", v.acked, "acked"), _fact("read", v.read, "read"),
              _fact("lost", lost, "lost some" if lost else "lost"),
              _fact("fault bit", run.fault_bit, f"bit bit-{run.fault_bit}"),
              _fact("duration", f"{run.duration_s * 1000:.1f} ms" if run.duration_s < 1 else f"{run.duration_s:.1f} s",
-                   "small"),
-             _fact("events", len(run.events), "small")]
+                   "duration small"),
+             _fact("events", len(run.events), "events small")]
     for key, name in (("kafka_version", "kafka"), ("min_insync_replicas", "min ISR"), ("topic", "topic")):
         if run.meta.get(key) is not None:
-            facts.append(_fact(name, run.meta[key], "small"))
+            facts.append(_fact(name, run.meta[key], key + " small"))
     if run.malformed:
-        facts.append(_fact("malformed lines", run.malformed, "small"))
+        facts.append(_fact("malformed lines", run.malformed, "malformed small"))
     chart = render(build_timeline(run.events, run.lost_values, axis), f"r{n}") if run.events else "<p>no events</p>"
     parts = [f'<section class="card run" id="{anchor}" data-run-id="{escape(run.run_id)}" data-acked="{v.acked}" '
              f'data-read="{v.read}" data-lost="{lost}" data-fault-bit="{run.fault_bit}" '
@@ -192,9 +196,9 @@ def _section(run: Run, anchor: str, n: int, axis: AxisMode) -> str:
              f'<span class="id">{escape(run.run_id)}</span></h2>',
              f'<dl class="facts">{"".join(facts)}</dl>']
     if run.checker is not None:
-        parts.append(f'<table class="verdicts"><tr><th>Spark checker</th>{_checker_cell(run)}</tr></table>')
+        parts.append(f'<p class="checker"><b>Spark checker</b> {_checker_html(run)}</p>')
     parts.append(f'<div class="chart">{chart}</div>')
-    if v.lost:
+    if v.lost_count:
         parts.append(f'<p class="lostlist"><b>Lost</b> (acknowledged with acks=all, never read): '
                      f"{escape(v.examples(30))}</p>")
     parts.append(_findings(run))

@@ -24,7 +24,7 @@ CHAR_W = FONT * 0.6  # a sans-serif character's width, near enough to pack label
 
 COLOURS = {
     "leader": "#1b7837", "isr": "#7fbf7b", "elr": "#f1a340", "lkelr": "#998ec3", "out": "#e8e8e8",
-    "ok": "#2166ac", "weak": "#92c5de", "fail": "#c51b7d", "info": "#9e9e9e", "lost": "#d7191c",
+    "ok": "#2166ac", "weak": "#6baed6", "fail": "#c51b7d", "info": "#9e9e9e", "lost": "#d7191c",
     "read": "#35978f", "fault": "#8c2d04", "net": "#fdd0a2", "down": "#404040", "paused": "#8a8a8a",
     "violation": "#d7191c", "disagreement": "#e66101", "error": "#d7191c", "loss": "#d7191c", "hwm": "#253494",
 }
@@ -220,7 +220,8 @@ def _mark(c: _Canvas, m: Mark, row: int | None, y: float, h: float, bottom: floa
 def _loss(c: _Canvas, m: Mark, y: float, h: float) -> None:
     x = c.x(m.x)
     c.add(f'<g class="mark loss"><title>{escape(m.tip)}</title>')
-    c.add(f'<circle cx="{x}" cy="{y + h / 2:.1f}" r="4.5" fill="{COLOURS["loss"]}" stroke="#fff"/>')
+    colour = "#9e9e9e" if m.label == "−0" else COLOURS["loss"]  # a lossy fault that took nothing
+    c.add(f'<circle cx="{x}" cy="{y + h / 2:.1f}" r="4.5" fill="{colour}" stroke="#fff"/>')
     c.text(x + 7, y + h / 2 + 4, m.label, "losslabel")
     c.add("</g>")
 
@@ -236,7 +237,7 @@ def _ticks(c: _Canvas, ticks: list[Tick], y: float, h: float) -> None:
             continue
         seen[key] = 1
         drawn.append((c.x(t.x), t))
-    geometry = {"ok": (0, h / 2), "weak": (h / 4, h / 4), "fail": (h / 2, h / 2), "info": (h / 2, h / 3),
+    geometry = {"ok": (0, h / 2), "weak": (h / 6, h / 3), "fail": (h / 2, h / 2), "info": (h / 2, h / 3),
                 "lost": (-3, h + 3), "read": (0, h)}
     order = {"read": 0, "weak": 1, "ok": 2, "info": 3, "fail": 4, "lost": 5}  # lost drawn last: on top
     for x, t in sorted(drawn, key=lambda d: order[d[1].kind]):
@@ -288,4 +289,4 @@ def _axis(c: _Canvas, tl: Timeline, y: float) -> None:
         c.rect(x - 0.4, y, x + 0.4, 4, "#666")
         c.text(x, y + 15, f"{v:g}", "axislabel", "middle")
         v += step
-    c.text(GUTTER - 12, y + 15, "event #" if tl.mode == "events" else "seconds", "axislabel", "end")
+    c.text(GUTTER - 12, y + 15, "events" if tl.mode == "events" else "seconds", "axislabel", "end")

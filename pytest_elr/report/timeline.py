@@ -83,15 +83,30 @@ def build_timeline(events: Sequence[dict[str, Any]], lost_values: set[str], mode
     span = float(events[-1]["t"]) - float(events[0]["t"]) if events else 0.0
     if mode == "auto":
         mode = "time" if span >= TIME_AXIS_MIN_SPAN_S else "events"
-    xs = [float(e["t"]) for e in events] if mode == "time" else [float(i) for i in range(len(events))]
+    xs = [float(e["t"]) for e in events] if mode == "time" else _event_positions(events)
     lo = 0.0 if mode == "time" else -0.5
-    hi = max(xs[-1] if xs else 1.0, lo + 1.0) + (0.0 if mode == "time" else 0.5)
+    hi = max(xs[-1] if xs else 1.0, lo + 1.0) + (0.0 if mode == "time" else 0.5)  # room for the last event
     tl = Timeline(mode=mode, lo=lo, hi=hi, brokers=_brokers(events))
     _steps(tl, events, xs)
     _membership(tl, events, xs)
     _faults(tl, events, xs)
     _records(tl, events, xs, lost_values)
     return tl
+
+
+def _event_positions(events: Sequence[dict[str, Any]]) -> list[float]:
+    """Event index, skipping sends that are answered later: their answer is the tick that counts,
+    and a burst of a thousand sends would otherwise take half the width."""
+    answered = _answered(events)
+    xs, k = [], 0
+    for e in events:
+        xs.append(float(k))
+        k += not (e["type"] == "produce" and e.get("op") == "invoke" and e.get("id") in answered)
+    return xs
+
+
+def _answered(events: Sequence[dict[str, Any]]) -> set[Any]:
+    return {e.get("id") for e in events if e["type"] == "produce" and e.get("op") != "invoke"}
 
 
 def _ints(values: Iterable[Any]) -> list[int]:
@@ -206,7 +221,10 @@ def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> 
             n, broker = e.get("records_lost"), _ints([e.get("broker")])
             tip = (f"broker {e.get('broker')} log shrank: LEO {e.get('leo_before')} → {e.get('leo_after')}, "
                    f"bytes lost {e.get('bytes_lost')}")
-            tl.marks.append(Mark(x, "loss", f"−{n}" if n else "loss?", tip, broker[0] if broker else None))
+            nbytes = e.get("bytes_lost")
+            # a real broker's records are only counted once it is back: until then its dropped bytes say it
+            label = f"−{n}" if n else (f"−{nbytes} B" if nbytes else ("−0" if n == 0 else "lost ?"))
+            tl.marks.append(Mark(x, "loss", label, tip, broker[0] if broker else None))
         elif kind in ("violation", "disagreement", "model_error", "backend_error"):
             text = e.get("message") or e.get("differences") or kind
             tl.marks.append(Mark(x, "error" if kind.endswith("error") else kind, kind.replace("_", " "),
@@ -216,8 +234,12 @@ def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> 
 
 
 def _records(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float], lost_values: set[str]) -> None:
+    answered = _answered(events)
     for e, x in zip(events, xs, strict=True):
-        if e["type"] == "produce" and e.get("op") != "invoke":
+        if e["type"] == "produce" and e.get("op") == "invoke" and e.get("id") not in answered:
+            # acks=0 never hears back, and a crash cuts sends short: they show as sent, outcome unknown
+            tl.ticks.append(Tick(x, "info", f"{e.get('value')} acks={e.get('acks')} sent, no answer"))
+        elif e["type"] == "produce" and e.get("op") != "invoke":
             op, value = e.get("op"), e.get("value")
             if op == "ok":
                 strong = e.get("acks") in ("all", "-1")

@@ -97,6 +97,9 @@ class Executor:
         else:
             self.model = build_model(s.cluster, s.topic, self.profile)
         self._observe_and_record()
+        start_workload = getattr(self.backend, "start_workload", None)
+        if s.workload is not None and start_workload is not None:
+            start_workload(s.workload)  # real time: a producer thread for the whole run
         for step in s.steps:
             self._step(step)
         if s.finale:

@@ -6,7 +6,6 @@ from pytest_elr.workload.producer import (
     BackgroundProducer,
     ProducerStats,
     is_definite,
-    thread_safe,
 )
 
 __all__ = [
@@ -18,5 +17,4 @@ __all__ = [
     "drain",
     "is_definite",
     "max_acked_offset",
-    "thread_safe",
 ]

@@ -18,7 +18,6 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from pytest_elr.history import History
-from pytest_elr.workload.producer import thread_safe
 
 
 @dataclass(frozen=True)
@@ -70,10 +69,8 @@ def drain(bootstrap_servers: str, topic: str, history: History | None, *, partit
     """
     t0 = time.monotonic()
     deadline = t0 + timeout_s
-    if history is not None:
-        history = thread_safe(history)  # a background producer may still be recording
-        if min_offset is None:
-            min_offset = max_acked_offset(history, partition)
+    if history is not None and min_offset is None:
+        min_offset = max_acked_offset(history, partition)
     result = DrainResult()
     consumer = Consumer({
         "bootstrap.servers": bootstrap_servers,

@@ -3,7 +3,7 @@
 One thread owns the confluent-kafka ``Producer``: it sends on a schedule and serves the delivery
 callbacks (confluent-kafka runs them inside ``poll``/``flush``, i.e. on this thread), so each
 ``invoke`` is written before its completion. Scenario code records faults and observations from
-another thread at the same time: see :func:`thread_safe`.
+another thread at the same time: ``History`` serialises them with its own lock.
 
 Outcomes (``produce`` events, docs/history.md):
 
@@ -89,33 +89,6 @@ def is_definite(error: str, retries: bool = False) -> bool:
     return error in DEFINITE_ERRORS
 
 
-def thread_safe(history: History) -> History:
-    """Serialise ``record`` and ``new_id`` of this History instance with one lock.
-
-    ``History.record`` reads the clock, appends to a list and writes a line; from two threads the
-    lines can interleave, leave the file out of ``t`` order, or differ from ``events``; ``new_id``
-    can hand out one id twice. The wrapper is set on the instance, so every caller (scenario thread
-    included) goes through it. Idempotent; unnecessary once History takes a lock itself.
-    """
-    if getattr(history, "_workload_lock", None) is not None:
-        return history
-    lock = threading.RLock()
-    record, new_id = history.record, history.new_id
-
-    def locked_record(type_: str, **fields: Any) -> dict[str, Any]:
-        with lock:
-            return record(type_, **fields)
-
-    def locked_new_id() -> int:
-        with lock:
-            return new_id()
-
-    object.__setattr__(history, "record", locked_record)
-    object.__setattr__(history, "new_id", locked_new_id)
-    object.__setattr__(history, "_workload_lock", lock)
-    return history
-
-
 @dataclass
 class ProducerStats:
     sent: int = 0  # handed to the client (an invoke each)
@@ -175,7 +148,7 @@ class BackgroundProducer:
         self.max_in_flight = max_in_flight
         self.max_lag_s = max_lag_s
         self.message_timeout_s = message_timeout_s
-        self.history = thread_safe(history) if history is not None else None
+        self.history = history
         self._prefix = f"{value_prefix}-{secrets.token_hex(2)}-"  # unique across producers of a run
         self._config: dict[str, Any] = {
             "bootstrap.servers": bootstrap_servers,
