@@ -17,6 +17,8 @@ command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
 [ -f /usr/include/fuse3/fuse.h ] || need_pkgs+=(libfuse3-dev)
 command -v pkg-config >/dev/null 2>&1 || need_pkgs+=(pkg-config)
 command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
+# The HTML report's tests render it in headless Chromium.
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium fonts-dejavu-core)
 
 if docker info >/dev/null 2>&1 && [ ${#need_pkgs[@]} -eq 0 ]; then
     log "docker engine answers; nothing to do"

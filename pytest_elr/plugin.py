@@ -36,6 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--elr-checker", default="spark", choices=("spark", "inline"),
                     help="who judges each run's history: the Spark job (default) or an in-process "
                          "check of acknowledged-but-unread records only")
+    group.addoption("--elr-report", default=None, metavar="PATH",
+                    help="write an offline HTML report (timelines and verdicts) of the session's runs")
     group.addoption("--elr-kafka-version", default=None,
                     help="Kafka release for the kafka backend (default 4.3.1; env PYTEST_ELR_KAFKA_VERSION)")
 
@@ -104,8 +106,8 @@ def _history_dir(config: pytest.Config) -> Path | None:
     value = config.getoption("elr_history_dir")
     if value:
         return Path(value)
-    if config.getoption("elr_checker") == "spark":
-        # The Spark job reads histories from disk: keep them in pytest's temporary directory.
+    if config.getoption("elr_checker") == "spark" or config.getoption("elr_report"):
+        # The Spark job and the report read histories from disk: keep them in pytest's temporary directory.
         if HISTORY_DIR not in config.stash:
             config.stash[HISTORY_DIR] = config._tmp_path_factory.mktemp("elr-history")  # type: ignore[attr-defined]
         return config.stash[HISTORY_DIR]
@@ -197,3 +199,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     dirs = {str(r.history_dir.parent) for r in results if r.history_dir}
     for d in sorted(dirs):
         tr.write_line(f"histories: {d}")
+    report = config.getoption("elr_report")
+    if report:
+        from pytest_elr.report import build_report
+
+        runs = [r.history_dir for r in results if r.history_dir]
+        tr.write_line(f"report: {build_report(runs, Path(report)).resolve()}")

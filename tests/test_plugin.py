@@ -27,8 +27,11 @@ def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester)
 
 def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
-    result = pytester.runpytest("--elr-profile=legacy", "--elr-checker=inline")
+    result = pytester.runpytest("--elr-profile=legacy", "--elr-checker=inline", "--elr-report=report.html")
     result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*report: *report.html"])
+    page = (pytester.path / "report.html").read_text()
+    assert "kip966-last-replica-standing" in page and "<svg" in page
 
 
 def test_unrelated_yaml_is_not_collected(pytester: pytest.Pytester) -> None:
