@@ -154,8 +154,8 @@ class Executor:
 
         The model predicts leader, ISR, ELR and fenced brokers; the cluster is polled until it
         agrees or the time is up, with a trickle of acks=1 records while a follower must drop out
-        of the ISR for lagging (Kafka only shrinks the ISR of a follower that falls *behind*). A disagreement is recorded, not raised:
-        the step's own expectations decide.
+        of the ISR for lagging (Kafka only shrinks the ISR of a follower that falls *behind*).
+        A disagreement is recorded, not raised: the step's own expectations decide.
         """
         assert self.model is not None
         m = self.model.observe()
