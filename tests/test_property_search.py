@@ -17,7 +17,8 @@ def test_no_invariant_breaks_under_kip966_or_kafka_within_tolerance() -> None:
 
 
 def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path: Path) -> None:
-    found = search("legacy", max_examples=300)
+    # About one schedule in 500 loses data under legacy: 3,000 find it (~1 s per 200 schedules).
+    found = search("legacy", max_examples=3000)
     assert found is not None, "Hypothesis should find the pre-ELR loss"
     actions, violations = found
     assert len(actions) <= 6, f"not shrunk: {actions}"

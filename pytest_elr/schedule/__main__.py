@@ -19,7 +19,7 @@ from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_elr.schedule", description=__doc__)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="legacy")
-    parser.add_argument("--examples", type=int, default=1000)
+    parser.add_argument("--examples", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--out", type=Path, help="write the shrunk counterexample as a scenario")
     args = parser.parse_args(argv)

@@ -180,6 +180,7 @@ def test_stop_marks_outstanding_sends_indeterminate(cluster: KafkaCluster, tmp_p
         stats = producer.stop(0.5)
     history.close("passed")
     print(f"stats {stats}")
-    assert stats.in_flight == 0 and stats.indeterminate["PURGE_INFLIGHT"] >= 20
+    # Purged in flight or never called back before the deadline: either way indeterminate, never failed.
+    assert stats.in_flight == 0 and sum(stats.indeterminate.values()) >= 20 and not stats.failed
     assert stats.completed == stats.sent
     _assert_one_completion_each(history)
