@@ -131,6 +131,11 @@ class ClusterHandle:
     def observe(self) -> Observation:
         return self._executor.backend.observe()
 
+    def unsynced(self) -> dict[int, int]:
+        """What each broker would lose to a power off right now (bytes on real Kafka, records on
+        the model)."""
+        return self._executor.backend.unsynced_bytes()  # type: ignore[attr-defined]
+
     def expect(self, timeout: float | None = None, **expected: Any) -> Observation:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
         fenced=, hwm=, produce=, rejected=, lost=, recovering=); raise ScenarioFailure if not."""

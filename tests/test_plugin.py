@@ -76,6 +76,9 @@ def test_python_api_fixture(pytester: pytest.Pytester) -> None:
         def test_last_replica_standing(elr_cluster):
             c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_isr=2)
             assert c.produce(10).acked == 10
+            assert c.unsynced() == {0: 10, 1: 10, 2: 10}
+            c.flush(1)
+            assert c.unsynced()[1] == 0
             c.isolate(0)
             c.expect(leader=1, isr=[1, 2], elr=[])
             c.isolate(1)

@@ -114,6 +114,10 @@ class Backend(Protocol):
     def observe(self) -> Observation:
         ...
 
+    def unsynced_bytes(self) -> dict[int, int]:
+        """Per broker, what a power off would lose right now."""
+        ...
+
     def protocol_errors(self) -> list[str]:
         """Errors the controller answered to leaders since the last call (e.g. INELIGIBLE_REPLICA)."""
         ...

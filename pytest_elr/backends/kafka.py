@@ -300,6 +300,11 @@ class KafkaBackend:
             leo={b: v for b, v in offsets.leo.items() if v is not None},
         )
 
+    def unsynced_bytes(self) -> dict[int, int]:
+        """Per broker, the bytes its disk layer holds that a power off would lose right now."""
+        report = self.cluster.unsynced_report()
+        return {b: n for b, n in report.items() if b != OBSERVER_ID}
+
     def protocol_errors(self) -> list[str]:
         count = self._ineligible_count()
         new = max(0, count - self._errors_seen)

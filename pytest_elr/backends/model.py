@@ -51,6 +51,11 @@ class ModelBackend:
     def observe(self) -> Observation:
         return self._model().observe()
 
+    def unsynced_bytes(self) -> dict[int, int]:
+        """Per broker, the records (the model has no bytes) a power off would lose right now."""
+        model = self._model()
+        return {b: log.leo - log.flushed for b, log in model.logs.items()}
+
     def protocol_errors(self) -> list[str]:
         model = self._model()
         errors = model.protocol_errors[self._seen_errors :]
