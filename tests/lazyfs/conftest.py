@@ -24,10 +24,10 @@ def _fuse_missing() -> str | None:
 
 @pytest.fixture(scope="session")
 def needs_fuse() -> None:
-    """Skip tests that mount a real FUSE filesystem where none can be mounted."""
+    """Fail (never skip) where no FUSE filesystem can be mounted: ./elr test installs what it needs."""
     reason = _fuse_missing()
     if reason is not None:
-        pytest.skip(reason)
+        pytest.fail(f"cannot mount the FUSE layer: {reason}")
 
 
 @pytest.fixture

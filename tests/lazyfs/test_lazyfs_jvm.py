@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import struct
 import subprocess
 
-import pytest
-
 SOURCE = os.path.join(os.path.dirname(__file__), "java", "KafkaLikeIO.java")
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="no JVM")
 def test_kafka_io_patterns_under_power_cut(lazyfs, power_cut) -> None:
     proc = subprocess.Popen(["java", SOURCE, lazyfs.mountpoint], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
