@@ -224,8 +224,9 @@ class KafkaBackend:
         })
 
     def _bootstrap(self) -> str:
-        # The observer first: its metadata is fresh; the others in case it is slow to answer.
-        return f"127.0.0.1:{self.cluster.client_port(OBSERVER_ID)},{self.cluster.bootstrap_servers}"
+        # Only the observer: librdkafka asks a *random* bootstrap broker for metadata, and a broker
+        # cut from the controller answers with stale leadership (it still names itself leader).
+        return f"127.0.0.1:{self.cluster.client_port(OBSERVER_ID)}"
 
     def start_workload(self, spec: WorkloadSpec) -> None:
         """The scenario's background producer, for the whole run (stopped before the drain)."""
