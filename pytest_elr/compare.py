@@ -1,13 +1,16 @@
-"""``python -m pytest_elr.compare``: the same scenarios on the model and on real Kafka, and every
-step where they disagree.
+"""``python -m pytest_elr.compare``: the same scenarios -- and a bounded number of Hypothesis-
+generated fault schedules -- on the model and on real Kafka, and every step where they disagree.
 
-    python -m pytest_elr.compare [scenarios/...] [--profiles kafka,legacy]
+    python -m pytest_elr.compare [scenarios/...] [--profiles kafka,legacy] [--schedules 3 --steps 8]
 
 For each scenario and profile both backends run; after every fault the kafka backend is given
 time to reach the state the model predicts, and each time it does not, the history records a
-``disagreement`` (leader, ISR, ELR or fenced brokers differ). Those, plus step failures, are
-printed per scenario. docs/model.md says which known disagreements are model simplifications,
-documented profile differences, or findings about Kafka.
+``disagreement`` (leader, ISR, ELR, fenced brokers or caught-up followers differ). Those, plus
+verdicts that differ, are printed per run. Generated schedules come from the property search's
+state machine (derandomized: the same arguments give the same schedules); each is written as a
+runnable ``*.elr.yaml`` under the history directory, its verdict taken from the model.
+docs/model.md says which disagreements are model simplifications, documented profile
+differences, or findings about Kafka.
 """
 
 from __future__ import annotations
@@ -17,11 +20,19 @@ import json
 import sys
 from pathlib import Path
 
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from pytest_elr.actions import CONTROLLER, Action, Slow
 from pytest_elr.backends.kafka import KafkaBackend, close_pool
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.model.mutants import load_suite
-from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.model.profiles import get_profile
+from pytest_elr.scenario.executor import RunResult, run_scenario
+from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.scenario.schema import ClusterSpec, Scenario, TopicSpec
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
 
 
 def disagreements(history_dir: Path | None) -> list[dict[str, object]]:
@@ -35,33 +46,85 @@ def disagreements(history_dir: Path | None) -> list[dict[str, object]]:
     return out
 
 
+def _stageable(action: Action) -> bool:
+    # A held AlterPartition cannot be staged on Kafka (docs/faults.md, "Holding a request").
+    return not (isinstance(action, Slow) and any(CONTROLLER in link for link in action.links))
+
+
+def generated_schedules(count: int, steps: int, profile: str) -> list[list[Action]]:
+    """``count`` fault schedules the property search would explore, first ones first."""
+    found: list[list[Action]] = []
+
+    class Collect(machine_for(SearchConfig(profile=get_profile(profile)))):  # type: ignore[misc,valid-type]
+        def teardown(self) -> None:
+            actions = [a for a in self.actions if _stageable(a)]
+            kinds = {a.kind for a in actions}
+            # Hypothesis tries the simplest schedules first: keep those with records at stake and
+            # at least two kinds of fault.
+            if "produce" in kinds and len(kinds - {"produce", "heal", "flush"}) >= 2 and len(found) < count:
+                found.append(actions)
+
+    run_state_machine_as_test(Collect, settings=settings(
+        max_examples=count * 50, stateful_step_count=steps, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck), derandomize=True, print_blob=False))
+    return found
+
+
+def schedule_scenarios(count: int, steps: int, profile: str, out_dir: Path) -> list[Scenario]:
+    """Each schedule as a scenario file whose verdict is the model's (loss found or none)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cluster = ClusterSpec(brokers=BROKERS)
+    topic = TopicSpec(name="generated", replicas=BROKERS, min_insync_replicas=MIN_ISR)
+    scenarios = []
+    for i, actions in enumerate(generated_schedules(count, steps, profile), 1):
+        name = f"generated-{profile}-{i}"
+        path = out_dir / f"{name}.elr.yaml"
+        path.write_text(scenario_yaml(name, "a schedule from the property search", cluster, topic, actions, {}))
+        lost = run_scenario(load_scenario(path), ModelBackend(), profile).verdict
+        verdict = "found" if lost is not None and lost.lost_count else "none"
+        path.write_text(scenario_yaml(name, "a schedule from the property search", cluster, topic, actions,
+                                      {profile: verdict}))
+        scenarios.append(load_scenario(path))
+    return scenarios
+
+
+def _line(scenario: Scenario, profile: str, model: RunResult, real: RunResult, found: list) -> str:  # type: ignore[type-arg]
+    def word(r: RunResult) -> str:
+        return "pass" if r.passed else "FAIL"
+    return (f"{scenario.name} [{profile}]: model {word(model)}, kafka {word(real)}, "
+            f"{len(found)} disagreements")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_elr.compare", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m pytest_elr.compare", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("scenarios")])
     parser.add_argument("--profiles", default="kafka,legacy")
+    parser.add_argument("--schedules", type=int, default=3, help="generated schedules per profile (0: none)")
+    parser.add_argument("--steps", type=int, default=8, help="actions per generated schedule (at most)")
     parser.add_argument("--history-dir", type=Path, default=Path(".elr-history/compare"))
     args = parser.parse_args(argv)
-    suite = [s for p in args.paths for s in (load_suite(p) if p.is_dir() else [load_scenario(p)])]
+    profiles = args.profiles.split(",")
+    runs = [(s, p) for path in args.paths for s in (load_suite(path) if path.is_dir() else [load_scenario(path)])
+            for p in profiles if p in s.profiles and (s.backends is None or "kafka" in s.backends)]
+    for profile in profiles if args.schedules else []:
+        generated = schedule_scenarios(args.schedules, args.steps, profile, args.history_dir / "generated")
+        runs += [(s, profile) for s in generated]
     differing = 0
     try:
-        for scenario in suite:
-            for profile in args.profiles.split(","):
-                if profile not in scenario.profiles:
-                    continue
-                model = run_scenario(scenario, ModelBackend(), profile)
-                real = run_scenario(scenario, KafkaBackend(), profile, args.history_dir)
-                found = disagreements(real.history_dir)
-                same = model.passed == real.passed and not found
-                differing += not same
-                print(f"{scenario.name} [{profile}]: model {'pass' if model.passed else 'FAIL'}, "
-                      f"kafka {'pass' if real.passed else 'FAIL'}, {len(found)} disagreements", flush=True)
-                for d in found:
-                    print(f"  step {d['step']} after {d['after']}: {'; '.join(d['differences'])}")  # type: ignore[arg-type]
-                if not real.passed:
-                    print("  " + real.message.replace("\n", "\n  "))
+        for scenario, profile in runs:
+            model = run_scenario(scenario, ModelBackend(), profile)
+            real = run_scenario(scenario, KafkaBackend(), profile, args.history_dir)
+            found = disagreements(real.history_dir)
+            differing += not (model.passed == real.passed and not found)
+            print(_line(scenario, profile, model, real, found), flush=True)
+            for d in found:
+                print(f"  step {d['step']} after {d['after']}: {'; '.join(d['differences'])}")  # type: ignore[arg-type]
+            if not real.passed:
+                print("  " + real.message.replace("\n", "\n  "))
     finally:
         close_pool()
-    print(f"{differing} scenario runs where Kafka and the model differ")
+    print(f"{differing} of {len(runs)} runs where Kafka and the model differ")
     return 1 if differing else 0
 
 

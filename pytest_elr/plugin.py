@@ -26,8 +26,9 @@ HISTORY_DIR = pytest.StashKey[Path]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("elr", "pytest-elr: chaos tests of Kafka's replication protocol")
-    group.addoption("--elr-backend", default=os.environ.get("PYTEST_ELR_BACKEND", "model"),
-                    help="where scenarios run: model (in-process oracle) or kafka (real cluster)")
+    group.addoption("--elr-backend", default=os.environ.get("PYTEST_ELR_BACKEND", "kafka"),
+                    help="where scenarios run: kafka (real cluster in containers, the default) or "
+                         "model (the in-process oracle, milliseconds); env PYTEST_ELR_BACKEND")
     group.addoption("--elr-profile", default=None, choices=PROFILE_NAMES,
                     help="run only this behaviour profile (default: every profile a scenario "
                          "declares that the backend supports)")
@@ -65,7 +66,13 @@ class ScenarioFile(pytest.File):
         wanted = self.config.getoption("elr_profile")
         for profile in scenario.profiles:
             if profile in backend.profiles and (wanted is None or profile == wanted):
-                yield ScenarioItem.from_parent(self, name=profile, scenario=scenario, profile=profile)
+                item = ScenarioItem.from_parent(self, name=profile, scenario=scenario, profile=profile)
+                if scenario.backends is not None and backend.name not in scenario.backends:
+                    # Shown as a skip with the scenario's own reason: never counted as a pass.
+                    item.add_marker(pytest.mark.skip(
+                        reason=f"not stageable on the {backend.name} backend "
+                               f"(runs on {', '.join(scenario.backends)}): {scenario.backends_reason}"))
+                yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (ScenarioError, BackendError)):

@@ -10,11 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def test_the_default_backend_is_real_kafka(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ELR_BACKEND", raising=False)
+    assert pytester.parseconfig().getoption("elr_backend") == "kafka"
+    monkeypatch.setenv("PYTEST_ELR_BACKEND", "model")
+    assert pytester.parseconfig().getoption("elr_backend") == "model"
+
+
 def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester) -> None:
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
     history = pytester.path / "hist"
     # The default checker: the Spark job judges every run from its history on disk.
-    result = pytester.runpytest_subprocess(f"--elr-history-dir={history}", "--strict-markers")
+    result = pytester.runpytest_subprocess("--elr-backend=model", f"--elr-history-dir={history}", "--strict-markers")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*pytest-elr verdicts*",
@@ -27,7 +34,8 @@ def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester)
 
 def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
-    result = pytester.runpytest("--elr-profile=legacy", "--elr-checker=inline", "--elr-report=report.html")
+    result = pytester.runpytest("--elr-backend=model", "--elr-profile=legacy", "--elr-checker=inline",
+                                "--elr-report=report.html")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*report: *report.html"])
     page = (pytester.path / "report.html").read_text()
@@ -36,14 +44,14 @@ def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
 
 def test_unrelated_yaml_is_not_collected(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", config="key: value\n")
-    result = pytester.runpytest("--elr-checker=inline")
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
 def test_malformed_scenario_is_a_clean_collection_error(pytester: pytest.Pytester) -> None:
     bad = pytester.path / "bad.elr.yaml"
     bad.write_text("cluster: {brokers: 3}\ntopic: {replicas: [0, 1, 5], min_insync_replicas: 2}\nsteps: []\n")
-    result = pytester.runpytest("--elr-checker=inline")
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*bad.elr.yaml:2: topic.replicas: unknown broker id 5*"])
     assert "Traceback" not in result.stdout.str()
@@ -59,7 +67,7 @@ steps:
     do: [{isolate: 0}]
     expect: {leader: 2}
 """)
-    result = pytester.runpytest("--elr-checker=inline")
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*step T0 (*wrong.elr.yaml:5) on backend model, profile kafka:*",
@@ -101,6 +109,6 @@ def test_python_api_fixture(pytester: pytest.Pytester) -> None:
             c.restart(2)
             c.expect(leader=2)
     """)
-    result = pytester.runpytest("--strict-markers")
+    result = pytester.runpytest("--elr-backend=model", "--strict-markers")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*invariant*broken*"])

@@ -32,3 +32,19 @@ def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path
     for profile in ("kip966", "kafka"):
         safe = run_scenario(scenario, ModelBackend(), profile)
         assert safe.passed, safe.message  # the same schedule loses nothing with ELR
+
+
+def test_compare_generates_runnable_schedules(tmp_path: Path) -> None:
+    from pytest_elr.actions import CONTROLLER, Slow
+    from pytest_elr.compare import schedule_scenarios
+
+    scenarios = schedule_scenarios(3, 8, "kafka", tmp_path)
+    assert len(scenarios) == 3 and len(list(tmp_path.glob("*.elr.yaml"))) == 3
+    for s in scenarios:
+        actions = [a for step in s.steps for a in step.actions]
+        assert any(a.kind == "produce" for a in actions)
+        assert not any(isinstance(a, Slow) and any(CONTROLLER in link for link in a.links) for a in actions)
+        # The verdict written into the file is the model's own answer for that schedule.
+        lost = run_scenario(s, ModelBackend(), "kafka").verdict
+        assert lost is not None
+        assert s.verdict.by_profile["kafka"] == ("found" if lost.lost_count else "none")

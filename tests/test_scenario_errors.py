@@ -43,6 +43,10 @@ CASES = {
     "too many controllers": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 2"), 1, "expected 1 or 3"),
     "controller to controller": (GOOD.replace("{isolate: 0}", "{cut: {from: controller, to: controller}}"), 5, "names no link"),
     "unknown profile": (GOOD + "profiles: [zookeeper]\n", 7, "expected one of kip966, kafka, legacy"),
+    "session timeout too short": (GOOD.replace("brokers: 3", "brokers: 3, session_timeout_ms: 10"), 1, "expected a number >= 1000"),
+    "session timeout too long": (GOOD.replace("brokers: 3", "brokers: 3, session_timeout_ms: 999999"), 1, "expected 1000 to 120000"),
+    "unknown backend": (GOOD + "backends: {only: [zookeeper], why: x}\n", 7, "backends.only: expected one of"),
+    "backends without reason": (GOOD + "backends: {only: [model]}\n", 7, "backends: expected {only:"),
 }
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import secrets
 import time
 from typing import Any, ClassVar
@@ -54,9 +53,17 @@ PRODUCE_TIMEOUT_S = 15.0
 OBSERVER_ID = 900  # below the controllers' ids (1000+) and above any scenario broker (0-99)
 DRAIN_TIMEOUT_S = 30.0
 
-# The controller logs each AlterPartition it refuses for ineligible replicas (KIP-903).
-_INELIGIBLE = re.compile(r"ineligible replica", re.IGNORECASE)
-_POOL: dict[tuple[tuple[int, ...], int, bool, str], Any] = {}
+# How the controller logs the AlterPartition requests it refuses (Kafka exposes no counter):
+# KIP-903's broker-epoch check, and the partition-epoch check that runs before it.
+_REJECTIONS = {
+    "INELIGIBLE_REPLICA": "because it specified ineligible replicas",
+    "INVALID_UPDATE_VERSION": "because the current partition epoch is",
+}
+DEFAULT_SESSION_TIMEOUT_MS = 3000  # pytest_elr.sut.config.TUNING
+# A `slow` link towards the controller must *hold* requests (delivered when healed) without the
+# broker being fenced: its heartbeats cross the same link, so they arrive this late too.
+HOLD_FRACTION = 0.7
+_POOL: dict[tuple[Any, ...], Any] = {}
 
 
 def close_pool() -> None:
@@ -89,7 +96,8 @@ class KafkaBackend:
         self.cluster: Any = None
         self.topic = ""
         self.history: History | None = None
-        self._errors_seen = 0
+        self._errors_seen: dict[str, int] = {}
+        self.session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS
         self._controllers: list[int] = []
         self._powered_off: set[int] = set()
         self._workload: BackgroundProducer | None = None
@@ -100,21 +108,24 @@ class KafkaBackend:
         if profile not in self.profiles:
             raise BackendError(f"the kafka backend cannot run profile {profile!r}")
         self.history = history
-        key = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version)
+        self.session_timeout_ms = cluster.session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS
+        key = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
+               self.session_timeout_ms)
         self.cluster = _POOL.get(key)
         if self.cluster is None:
+            extra = {"broker.session.timeout.ms": str(self.session_timeout_ms)}
             try:
                 self.cluster = self._sut.KafkaCluster(
                     brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers,
                     elr=profile == "kafka", kafka_version=self.kafka_version,
-                    image=os.environ.get(IMAGE_ENV) or None,
+                    image=os.environ.get(IMAGE_ENV) or None, extra_config=extra,
                 ).start()
             except self._sut.SutError as exc:
                 raise BackendError(str(exc)) from None
             _POOL[key] = self.cluster
         self._controllers = self.cluster.controller_ids
-        self._errors_seen = self._ineligible_count()
         self.topic = f"{topic.name}-{secrets.token_hex(3)}"
+        self._errors_seen = self._rejection_count()
         self.cluster.create_topic(self.topic, {0: list(topic.replicas)},
                                   min_insync_replicas=topic.min_insync_replicas)
         # The observer answers every later read: wait until its metadata has the topic too.
@@ -146,7 +157,7 @@ class KafkaBackend:
                 c.net.cut(_ref(src), _ref(dst))
         elif isinstance(action, Slow):
             for src, dst in action.links:
-                c.net.slow(_ref(src), _ref(dst), action.latency_ms)
+                c.net.slow(_ref(src), _ref(dst), self._latency(action, dst))
         elif isinstance(action, Heal):
             if action.links is None:
                 c.heal_all()
@@ -181,6 +192,15 @@ class KafkaBackend:
             raise BackendError(f"the kafka backend does not know action {action.kind!r}")
         return None
 
+    def _latency(self, action: Slow, dst: Node) -> int:
+        if dst != CONTROLLER:
+            return action.latency_ms
+        return max(action.latency_ms, int(self.session_timeout_ms * HOLD_FRACTION))
+
+    def settle_timeout_s(self) -> float:
+        """Fencing by session timeout is the slowest thing a step may wait for."""
+        return 30.0 + 2 * self.session_timeout_ms / 1000
+
     def _power_off(self, broker: int) -> LossEvidence:
         record = self.cluster.power_off(broker, topics=[self.topic])
         self._powered_off.add(broker)
@@ -203,7 +223,7 @@ class KafkaBackend:
 
     def _leo(self, broker: int) -> int | None:
         try:
-            return self.cluster.offsets(self.topic).leo.get(broker)
+            return self.cluster.offsets(self.topic, via=OBSERVER_ID).leo.get(broker)
         except self._sut.KafkaProtocolError:
             return None
 
@@ -290,8 +310,8 @@ class KafkaBackend:
         c = self.cluster
         try:
             p = c.describe_partition(self.topic, via=OBSERVER_ID)
-            fenced = c.fenced_brokers()
-            offsets = c.offsets(self.topic)
+            fenced = c.fenced_brokers(via=OBSERVER_ID)
+            offsets = c.offsets(self.topic, via=OBSERVER_ID)
         except self._sut.KafkaProtocolError as exc:
             raise BackendError(f"cannot observe the cluster: {exc}") from None
         return Observation(
@@ -307,18 +327,21 @@ class KafkaBackend:
         return {b: n for b, n in report.items() if b != OBSERVER_ID}
 
     def protocol_errors(self) -> list[str]:
-        count = self._ineligible_count()
-        new = max(0, count - self._errors_seen)
-        self._errors_seen = count
-        return ["INELIGIBLE_REPLICA"] * new
+        counts = self._rejection_count()
+        new = [code for code, n in counts.items() for _ in range(max(0, n - self._errors_seen.get(code, 0)))]
+        self._errors_seen = counts
+        return new
 
-    def _ineligible_count(self) -> int:
-        """AlterPartition rejections the controllers logged (Kafka exposes no other counter)."""
-        total = 0
+    def _rejection_count(self) -> dict[str, int]:
+        """AlterPartition rejections of this scenario's partition the controllers have logged."""
+        counts = dict.fromkeys(_REJECTIONS, 0)
+        marker = f" for {self.topic}-0 "
         for controller in self._controllers:
-            text = self.cluster.logs(controller, lines=2000)
-            total += len(_INELIGIBLE.findall(text))
-        return total
+            for line in self.cluster.logs(controller, lines=3000).splitlines():
+                if "Rejecting AlterPartition" in line and marker in line:
+                    for code, text in _REJECTIONS.items():
+                        counts[code] += text in line
+        return counts
 
     def drain(self) -> list[ConsumedRecord]:
         self.stop_workload()

@@ -150,6 +150,8 @@ class NetworkFaults:
         return (src, dst) in self.cuts
 
     def cut_from_controller(self, broker: int) -> bool:
-        """True when any link between ``broker`` and a controller is cut (its metadata may lag)."""
-        return any((broker, c.node_id) in self.cuts or (c.node_id, broker) in self.cuts
+        """True when any link between ``broker`` and a controller is cut or slowed: its metadata
+        may lag, so it is the last broker to ask about the cluster."""
+        faulty = self.cuts | set(self.slowed)
+        return any((broker, c.node_id) in faulty or (c.node_id, broker) in faulty
                    for c in self.cluster.topology.controllers)

@@ -127,6 +127,16 @@ class ModelCluster:
         leader = self.leader_replica()
         return leader.hwm if leader is not None else None
 
+    def caught_up_followers(self) -> set[int]:
+        """Followers that fetch from the leader over healthy links and hold its whole log."""
+        leader = self.part.leader
+        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+            return set()
+        end = self.logs[leader].leo
+        return {f for f in self.replicas if f != leader and self.brokers[f].running
+                and self.brokers[f].registered and self.brokers[f].known_leader == leader
+                and self._round_trip(f, leader) and self.logs[f].leo == end}
+
     def maximal_isr(self) -> list[int]:
         """The committed ISR plus members the leader has asked to add (KIP-966)."""
         isr = list(self.part.isr)
@@ -274,6 +284,7 @@ class ModelCluster:
         elif broker in self.trusted():
             self.unclean_shutdowns_of_trusted += 1
         b.clean_marker = None
+        b.new_disk = True
         log = self.logs.get(broker)
         before = log.leo if log is not None else 0
         if log is not None:
@@ -403,6 +414,9 @@ class ModelCluster:
                 broker.clean_marker = None  # removed once the log manager is up
                 if not clean and b in part.replicas:
                     controller.register_unclean(part, b, ctx)
+                if broker.new_disk and b in part.replicas and self.profile.directory_ids:
+                    controller.reassign_directory(part)
+                broker.new_disk = False
             if b in self.fenced:
                 self.fenced.discard(b)
                 if b in self.down_order:

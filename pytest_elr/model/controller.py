@@ -204,6 +204,12 @@ def _choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int |
     return best, True
 
 
+def reassign_directory(part: PartitionRecord) -> None:
+    """Kafka (KIP-858): a replica registered on a new disk moves the partition to that directory,
+    a partition change of its own (no leader change)."""
+    _bump(part, leader_change=False)
+
+
 def _bump(part: PartitionRecord, leader_change: bool) -> None:
     part.partition_epoch += 1
     if leader_change:

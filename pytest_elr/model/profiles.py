@@ -54,6 +54,10 @@ class Profile:
     last_known: LastKnown
     unclean_recovery: UncleanRecovery | None
     rules: Rules = field(default_factory=Rules)
+    #: KIP-858 directory ids: a broker that registers a new disk gets its partitions' directory
+    #: reassigned, which bumps their partition epoch (so a late AlterPartition fails that check
+    #: first, with INVALID_UPDATE_VERSION, before KIP-903's broker-epoch check is reached).
+    directory_ids: bool = False
     description: str = ""
 
     def with_rules(self, **changes: bool) -> Profile:
@@ -78,6 +82,7 @@ PROFILES: dict[str, Profile] = {
         elr=True,
         last_known=LastKnown.LAST_LEADER,
         unclean_recovery=None,
+        directory_ids=True,
         description="Apache Kafka 4.1+ as shipped (ELR on; LastKnownElr = last leader)",
     ),
     "legacy": Profile(
@@ -85,6 +90,7 @@ PROFILES: dict[str, Profile] = {
         elr=False,
         last_known=LastKnown.NOTHING,
         unclean_recovery=None,
+        directory_ids=True,
         description="ELR off: the ISR never empties, the last ISR member is re-elected",
     ),
 }

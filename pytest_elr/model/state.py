@@ -37,6 +37,7 @@ class Broker:
     registered: bool = True
     epoch: int = 0  # broker epoch from the last registration
     clean_marker: int | None = None  # epoch written by a clean shutdown, else None
+    new_disk: bool = False  # registers a log directory the controller has not seen
     known_leader: int | None = None  # leadership as this broker last heard from the controller
     known_leader_epoch: int = 0
 

@@ -161,10 +161,16 @@ class Executor:
         m = self.model.observe()
         want = {"leader": m.leader, "isr": frozenset(m.isr), "elr": frozenset(m.elr),
                 "fenced": frozenset(m.fenced)}
+        # Followers the model has fetched everything: the next fault may depend on it (a leader
+        # asks to add a follower to the ISR only once it has caught up).
+        caught_up = self.model.caught_up_followers()
         nudge = getattr(self.backend, "nudge", None)
 
         def check(obs: Observation) -> list[str]:
             differences = compare(want, obs, StepContext(hwm_before=None))
+            end = obs.leo.get(obs.leader) if obs.leader is not None else None
+            differences += [f"replica {b} has not caught up with leader {obs.leader}"
+                            for b in sorted(caught_up) if end is None or obs.leo.get(b) != end]
             # Only a follower that must leave the ISR for lagging (not for being fenced) needs
             # traffic; elsewhere extra records would blur what a lossy shutdown took.
             lagging = set(obs.isr) - want["isr"] - want["fenced"]
@@ -172,10 +178,15 @@ class Executor:
                 nudge()
             return differences
 
-        obs, differences = self._poll(check, SETTLE_TIMEOUT_S)
+        obs, differences = self._poll(check, self._settle_timeout())
         if differences:
             self.history.record("disagreement", after=action.kind, differences=differences,
                                 observed=obs.as_event(), model=m.as_event())
+
+    def _settle_timeout(self) -> float:
+        # A backend whose fencing waits for a long session timeout says how long to allow.
+        custom = getattr(self.backend, "settle_timeout_s", None)
+        return max(SETTLE_TIMEOUT_S, custom()) if custom is not None else SETTLE_TIMEOUT_S
 
     def _track(self, action: Action) -> None:
         if isinstance(action, (Shutdown, Crash)):
@@ -207,7 +218,7 @@ class Executor:
 
     def await_expectations(self, step: Step, ctx: StepContext) -> Observation:
         expected = self._expected(step)
-        timeout = step.timeout_s or DEFAULT_STEP_TIMEOUT_S
+        timeout = step.timeout_s or max(DEFAULT_STEP_TIMEOUT_S, self._settle_timeout())
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
         if mismatches:

@@ -193,7 +193,7 @@ class _Builder:
 
     def scenario(self, root: yaml.Node) -> Scenario:
         r = self.r
-        keys = ("name", "description", "profiles", "cluster", "topic", "workload", "steps",
+        keys = ("name", "description", "profiles", "backends", "cluster", "topic", "workload", "steps",
                 "verdict", "finale")
         doc = r.mapping(root, "scenario", keys)
         for required in ("cluster", "topic", "steps"):
@@ -211,6 +211,7 @@ class _Builder:
             if not profiles:
                 r.fail(doc["profiles"], "profiles: expected at least one profile")
         steps = self.steps(doc["steps"], topic)
+        backends, reason = self.backends(doc["backends"]) if "backends" in doc else (None, "")
         return Scenario(
             name=name,
             path=r.path,
@@ -223,11 +224,28 @@ class _Builder:
             verdict=self.verdict(doc["verdict"]) if "verdict" in doc else Verdict(),
             finale=r.boolean(doc["finale"], "finale") if "finale" in doc else True,
             line=root.start_mark.line + 1,
+            backends=backends,
+            backends_reason=reason,
         )
+
+    def backends(self, node: yaml.Node) -> tuple[tuple[str, ...], str]:
+        """``backends: {only: [model], why: "..."}``: where the scenario can be staged, and why not
+        elsewhere (shown when another backend is selected)."""
+        from pytest_elr.backends import available_backends
+
+        r = self.r
+        doc = r.mapping(node, "backends", ("only", "why"))
+        if "only" not in doc or "why" not in doc:
+            r.fail(node, "backends: expected {only: [backend, ...], why: <reason the others cannot run it>}")
+        names = tuple(available_backends())
+        only = tuple(r.string(n, "backends.only", names) for n in r.sequence(doc["only"], "backends.only"))
+        if not only:
+            r.fail(doc["only"], "backends.only: expected at least one backend")
+        return only, " ".join(r.string(doc["why"], "backends.why").split())
 
     def cluster(self, node: yaml.Node) -> ClusterSpec:
         r = self.r
-        doc = r.mapping(node, "cluster", ("brokers", "controllers"))
+        doc = r.mapping(node, "cluster", ("brokers", "controllers", "session_timeout_ms"))
         if "brokers" not in doc:
             r.fail(node, "cluster: missing required key 'brokers' (a count or a list of ids)")
         b = doc["brokers"]
@@ -248,7 +266,12 @@ class _Builder:
             controllers = r.integer(doc["controllers"], "cluster.controllers")
             if controllers not in (1, 3):
                 r.fail(doc["controllers"], f"cluster.controllers: expected 1 or 3, got {controllers}")
-        return ClusterSpec(brokers=brokers, controllers=controllers)
+        session = None
+        if "session_timeout_ms" in doc:
+            session = r.integer(doc["session_timeout_ms"], "cluster.session_timeout_ms", minimum=1000)
+            if session > 120_000:
+                r.fail(doc["session_timeout_ms"], f"cluster.session_timeout_ms: expected 1000 to 120000, got {session}")
+        return ClusterSpec(brokers=brokers, controllers=controllers, session_timeout_ms=session)
 
     def broker(self, node: yaml.Node, what: str) -> int:
         broker = self.r.integer(node, what)

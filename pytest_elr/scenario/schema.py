@@ -30,6 +30,9 @@ class ScenarioError(Exception):
 class ClusterSpec:
     brokers: tuple[int, ...]
     controllers: int = 1
+    #: How long the controller waits for a silent broker before fencing it, on a real cluster
+    #: (None: the backend's tuned default, 3 s on Kafka). The model fences at once.
+    session_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -95,3 +98,6 @@ class Scenario:
     verdict: Verdict
     finale: bool = True  # heal every link and restart every broker before the final read
     line: int = 1
+    #: Backends the scenario can be staged on (None: all), and why the others cannot.
+    backends: tuple[str, ...] | None = None
+    backends_reason: str = ""

@@ -357,15 +357,15 @@ class KafkaCluster:
         return produce.produce("127.0.0.1", self.client_port(leader), topic, partition,
                                values, acks, timeout_ms)
 
-    def brokers(self) -> list[admin.BrokerInfo]:
-        return self._ask(lambda port: admin.describe_cluster("127.0.0.1", port, 3.0))
+    def brokers(self, via: int | None = None) -> list[admin.BrokerInfo]:
+        return self._ask(lambda port: admin.describe_cluster("127.0.0.1", port, 3.0), via)
 
-    def fenced_brokers(self) -> set[int]:
+    def fenced_brokers(self, via: int | None = None) -> set[int]:
         """Registered brokers that the controller has fenced (DescribeCluster v2)."""
-        return {b.broker_id for b in self.brokers() if b.fenced}
+        return {b.broker_id for b in self.brokers(via) if b.fenced}
 
-    def offsets(self, topic: str, partition: int = 0) -> PartitionOffsets:
-        state = self.describe_partition(topic, partition)
+    def offsets(self, topic: str, partition: int = 0, via: int | None = None) -> PartitionOffsets:
+        state = self.describe_partition(topic, partition, via)
         leo: dict[int, int | None] = {}
         for r in state.replicas:
             try:
