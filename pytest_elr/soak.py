@@ -1,17 +1,24 @@
-"""``python -m pytest_elr.soak``: the negative-control pair, N times, on real Kafka.
+"""``python -m pytest_elr.soak``: repeat runs on real Kafka and count what varies.
 
     python -m pytest_elr.soak --runs 10 [--scenario scenarios/kip966_last_replica_standing.elr.yaml]
+    python -m pytest_elr.soak --suite --runs 5 [scenarios/]
 
-Runs the scenario under ``kafka`` (ELR on) and ``legacy`` (ELR off, same binary) alternately and
-prints how often the fault bit, how often loss was found, and every run that did not give the
-verdict the scenario expects. Exit code 1 when any run did not.
+The first form runs the scenario under ``kafka`` (ELR on) and ``legacy`` (ELR off, same binary)
+alternately and prints how often the fault bit, how often loss was found, and every run that did
+not give the verdict the scenario expects. The second runs the whole suite under pytest N times
+in a row (a fresh process each time) and prints, per run, the wall time, the outcomes and the
+Docker objects left behind; then every scenario whose outcome or verdict varied (flaky) and the
+per-scenario times. Exit code 1 when anything was unexpected, flaky or left behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
@@ -23,14 +30,81 @@ from pytest_elr.scenario.verdict import CHECKERS
 DEFAULT = Path("scenarios/kip966_last_replica_standing.elr.yaml")
 
 
+def _leftovers() -> dict[str, int]:
+    """Docker objects of this project still present, and FUSE mounts on the host."""
+    from pytest_elr.sut.resources import LABEL, docker_client
+
+    client = docker_client()
+    label = {"label": LABEL}
+    mounts = sum(" fuse" in line and "pytest_elr" in line for line in Path("/proc/mounts").read_text().splitlines())
+    return {"containers": len(client.api.containers(all=True, filters=label)),
+            "networks": len(client.api.networks(filters=label)),
+            "volumes": len((client.api.volumes(filters=label) or {}).get("Volumes") or []),
+            "fuse mounts": mounts}
+
+
+def _junit(path: Path) -> dict[str, tuple[str, str, float]]:
+    """test id -> (outcome, verdict, seconds) from pytest's JUnit XML."""
+    out = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        for tag in ("failure", "error", "skipped"):
+            if case.find(tag) is not None:
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+        verdict = next((p.get("value", "") for p in case.iter("property") if p.get("name") == "verdict"), "")
+        out[name] = (outcome, verdict, float(case.get("time", 0)))
+    return out
+
+
+def soak_suite(runs: int, paths: list[str], out_dir: Path) -> int:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, tuple[str, str, float]]] = []
+    walls: list[float] = []
+    left: list[dict[str, int]] = []
+    for i in range(1, runs + 1):
+        xml = out_dir / f"run-{i}.xml"
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly",
+                               "-p", "no:cacheprovider", f"--junitxml={xml}",
+                               f"--elr-history-dir={out_dir / f'run-{i}'}"], capture_output=True, text=True)
+        walls.append(time.monotonic() - t0)
+        results.append(_junit(xml) if xml.exists() else {})
+        left.append(_leftovers())
+        counts = Counter(outcome for outcome, _, _ in results[-1].values())
+        print(f"run {i}: {walls[-1]:.0f} s, exit {proc.returncode}, "
+              + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+              + f"; left behind: {sum(left[-1].values())} ({', '.join(f'{n} {k}' for k, n in left[-1].items())})",
+              flush=True)
+    ids = sorted({k for r in results for k in r})
+    flaky = [k for k in ids if len({r.get(k, ("missing", "", 0))[:2] for r in results}) > 1]
+    failed = [k for k in ids if any(r.get(k, ("missing",))[0] in ("failed", "error", "missing") for r in results)]
+    print(f"\n{runs} runs of {len(ids)} tests: flaky {len(flaky)}, failed in some run {len(failed)}, "
+          f"left behind {sum(sum(x.values()) for x in left)}; wall time per run "
+          f"min {min(walls):.0f} s, median {statistics.median(walls):.0f} s, max {max(walls):.0f} s")
+    for k in flaky:
+        print(f"  flaky: {k}: " + " | ".join("/".join(r.get(k, ('missing', ''))[:2]) for r in results))
+    print("per scenario run (median s over the runs):")
+    for k in ids:
+        times = [r[k][2] for r in results if k in r]
+        outcome, verdict, _ = results[-1].get(k, ("missing", "", 0.0))
+        print(f"  {statistics.median(times):7.1f}  {k}  [{verdict or outcome}]")
+    return 1 if flaky or failed or any(sum(x.values()) for x in left) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_elr.soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m pytest_elr.soak", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", action="store_true", help="repeat the whole suite under pytest")
+    parser.add_argument("paths", nargs="*", default=["scenarios"], help="with --suite: what pytest runs")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--scenario", type=Path, default=DEFAULT)
     parser.add_argument("--profiles", default="kafka,legacy")
     parser.add_argument("--checker", choices=sorted(CHECKERS), default="spark")
     parser.add_argument("--history-dir", type=Path, default=Path(".elr-history/soak"))
     args = parser.parse_args(argv)
+    if args.suite:
+        return soak_suite(args.runs, args.paths, args.history_dir)
     scenario = load_scenario(args.scenario)
     profiles = args.profiles.split(",")
     counts: dict[str, Counter[str]] = {p: Counter() for p in profiles}

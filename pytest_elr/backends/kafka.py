@@ -63,7 +63,11 @@ DEFAULT_SESSION_TIMEOUT_MS = 3000  # pytest_elr.sut.config.TUNING
 # A `slow` link towards the controller must *hold* requests (delivered when healed) without the
 # broker being fenced: its heartbeats cross the same link, so they arrive this late too.
 HOLD_FRACTION = 0.7
-_POOL: dict[tuple[Any, ...], Any] = {}
+_POOL: dict[tuple[Any, ...], Any] = {}  # in order of last use
+# Idle clusters still cost CPU (every KRaft node ticks), and 2 cores run everything: keep the
+# clusters of the two most recent shapes (a scenario's profiles alternate ELR on and off).
+POOL_SIZE = int(os.environ.get("PYTEST_ELR_POOL_SIZE", "2"))
+_IN_USE: set[int] = set()  # ids of pooled clusters a backend is using right now
 
 
 def close_pool() -> None:
@@ -111,8 +115,11 @@ class KafkaBackend:
         self.session_timeout_ms = cluster.session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS
         key = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
                self.session_timeout_ms)
-        self.cluster = _POOL.get(key)
+        self.cluster = _POOL.pop(key, None)
         if self.cluster is None:
+            idle = [k for k, c in _POOL.items() if id(c) not in _IN_USE]  # least recently used first
+            for old in idle[:max(0, len(_POOL) + 1 - max(1, POOL_SIZE))]:
+                _POOL.pop(old).close()
             extra = {"broker.session.timeout.ms": str(self.session_timeout_ms)}
             try:
                 self.cluster = self._sut.KafkaCluster(
@@ -122,7 +129,8 @@ class KafkaBackend:
                 ).start()
             except self._sut.SutError as exc:
                 raise BackendError(str(exc)) from None
-            _POOL[key] = self.cluster
+        _POOL[key] = self.cluster
+        _IN_USE.add(id(self.cluster))
         self._controllers = self.cluster.controller_ids
         self.topic = f"{topic.name}-{secrets.token_hex(3)}"
         self._errors_seen = self._rejection_count()
@@ -135,6 +143,7 @@ class KafkaBackend:
     def close(self) -> None:
         self.stop_workload()
         if self.cluster is not None:
+            _IN_USE.discard(id(self.cluster))
             try:  # back to health for the next scenario of the same shape
                 self.cluster.heal_everything()
             except Exception:

@@ -35,6 +35,7 @@ class DrainResult:
     reached: bool = False  # read everything up to the target
     elapsed_s: float = 0.0
     skipped: int = 0  # records read but not recorded (``skip``)
+    stop: str = "timeout"  # why it stopped: reached | stalled (the rest is above the HWM) | timeout
 
     @property
     def values(self) -> list[str]:
@@ -94,9 +95,21 @@ def drain(bootstrap_servers: str, topic: str, history: History | None, *, partit
         while time.monotonic() < deadline:
             if next_offset is not None and next_offset >= target:
                 result.reached = True
+                result.stop = "reached"
                 break
             msg = consumer.poll(0.2)
             if msg is None:
+                # The consumer reports the end of the log once, not on every poll: a stall that
+                # began at that end keeps counting while nothing arrives.
+                if stalled_since is not None and time.monotonic() - stalled_since >= settle_s:
+                    new_hwm = _watermark(consumer, topic, partition, min(deadline, time.monotonic() + 2))
+                    if new_hwm is None or (result.hwm is not None and new_hwm <= result.hwm):
+                        result.stop = "stalled"  # the rest is above the HWM: not readable, not coming
+                        break
+                    result.hwm = new_hwm
+                    target = max(target, new_hwm)
+                    result.target = target
+                    stalled_since = None
                 continue
             err = msg.error()
             if err is not None:
@@ -116,7 +129,8 @@ def drain(bootstrap_servers: str, topic: str, history: History | None, *, partit
                 elif stalled_since is None:
                     stalled_since = time.monotonic()
                 elif time.monotonic() - stalled_since >= settle_s:
-                    break  # the rest is above the HWM: not readable, and not coming
+                    result.stop = "stalled"  # the rest is above the HWM: not readable, not coming
+                    break
                 continue
             stalled_since = None
             offset = msg.offset()
