@@ -112,9 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.runs):
             for profile in profiles:
-                r = run_scenario(scenario, KafkaBackend(), profile, args.history_dir, CHECKERS[args.checker])
                 c = counts[profile]
                 c["runs"] += 1
+                try:
+                    r = run_scenario(scenario, KafkaBackend(), profile, args.history_dir, CHECKERS[args.checker])
+                except Exception as exc:  # a harness error: counted, and the next run gets new clusters
+                    c["harness errors"] += 1
+                    print(f"run {i + 1:>3} {profile:<7} HARNESS ERROR {type(exc).__name__}: {exc}", flush=True)
+                    close_pool()
+                    continue
                 c["fault bit"] += r.fault_bit
                 c["loss found"] += bool(r.verdict and r.verdict.lost_count)
                 c["as expected"] += r.passed
@@ -127,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{scenario.name}: {time.monotonic() - started:.0f} s")
     for profile, c in counts.items():
         print(f"  {profile:<7} runs {c['runs']}, fault bit {c['fault bit']}/{c['runs']}, "
-              f"loss found {c['loss found']}/{c['runs']}, verdict as expected {c['as expected']}/{c['runs']}")
+              f"loss found {c['loss found']}/{c['runs']}, verdict as expected {c['as expected']}/{c['runs']}, "
+              f"harness errors {c['harness errors']}")
     return 0 if all(c["as expected"] == c["runs"] for c in counts.values()) else 1
 
 

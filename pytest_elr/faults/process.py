@@ -33,7 +33,6 @@ the layer to drop unsynced writes.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,8 +57,7 @@ class LazyFsLayer:
 
     def drop_unsynced(self, node: KafkaNode) -> dict[str, Any]:
         """The layer's reply: ``dropped_bytes``, ``invalidated_inodes``."""
-        reply: dict[str, Any] = json.loads(node.ctl("power-off"))  # kills a live JVM first
-        return reply
+        return node.ctl_json("power-off")  # kills a live JVM first
 
 
 class ProcessFaults:

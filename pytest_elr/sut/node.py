@@ -18,8 +18,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import secrets
 import tarfile
 import time
+from typing import Any
 
 import docker.errors
 from docker.models.containers import Container
@@ -158,6 +160,25 @@ class KafkaNode:
     def ctl(self, *args: str, check: bool = True) -> str:
         return self.exec("/opt/elr/bin/kafka-ctl", *args, check=check)[1].strip()
 
+    def ctl_json(self, *args: str) -> dict[str, Any]:
+        """A ``kafka-ctl`` command that answers JSON, its reply kept in a file in the container.
+
+        Docker can lose the output of a short exec under load (seen: exit 0, empty output, on a
+        power off that had happened), so the reply is read back from the file, which is
+        idempotent, instead of trusting the exec's stream.
+        """
+        path = f"/run/kafka/reply-{secrets.token_hex(4)}.json"
+        self.exec("bash", "-c", f'/opt/elr/bin/kafka-ctl "$@" > {path}', "kafka-ctl", *args)
+        try:
+            for _ in range(5):
+                out = self.exec("cat", path)[1].strip()
+                if out:
+                    reply: dict[str, Any] = json.loads(out)
+                    return reply
+            raise NodeCommandError(f"{self.name}: `kafka-ctl {' '.join(args)}` left no reply in {path}")
+        finally:
+            self.exec("rm", "-f", path, check=False)
+
     def state(self) -> str:
         """``running`` | ``paused`` | ``stopped`` (of the JVM, not the container)."""
         try:
@@ -169,8 +190,7 @@ class KafkaNode:
         """The FUSE layer's ``stats`` (unsynced bytes per file and in total)."""
         if not self.lazyfs:
             raise NodeCommandError(f"{self.name}: no lazyfs layer under its data dir")
-        out: dict[str, object] = json.loads(self.ctl("fs-stats"))
-        return out
+        return self.ctl_json("fs-stats")
 
     def logs(self, lines: int = 40) -> str:
         try:
