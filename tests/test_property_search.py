@@ -45,6 +45,6 @@ def test_compare_generates_runnable_schedules(tmp_path: Path) -> None:
         assert any(a.kind == "produce" for a in actions)
         assert not any(isinstance(a, Slow) and any(CONTROLLER in link for link in a.links) for a in actions)
         # The verdict written into the file is the model's own answer for that schedule.
-        lost = run_scenario(s, ModelBackend(), "kafka").verdict
-        assert lost is not None
-        assert s.verdict.by_profile["kafka"] == ("found" if lost.lost_count else "none")
+        result = run_scenario(s, ModelBackend(), "kafka")
+        assert result.passed and result.verdict is not None
+        assert s.verdict.by_profile["kafka"] == ("found" if result.verdict.lost_count else "none")

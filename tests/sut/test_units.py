@@ -124,3 +124,14 @@ def test_lazyfs_source_is_hashed_into_the_node_image_tag() -> None:
     from pytest_elr.sut import images
     names = [b.split(b"=", 1)[0] for b in images._recipe_bytes()]
     assert b"lazyfs/filesystem.py" in names and b"Dockerfile" in names
+
+
+def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    from pytest_elr.sut import cluster
+
+    # 0xf8.. encodes to "-..." in url-safe base64: the first draw must be refused.
+    draws = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(cluster.uuid, "uuid4", lambda: next(draws))
+    assert cluster._kafka_uuid() == "AQEBAQEBAQEBAQEBAQEBAQ"  # the second draw
