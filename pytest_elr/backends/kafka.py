@@ -59,7 +59,6 @@ _REJECTIONS = {
     "INELIGIBLE_REPLICA": "because it specified ineligible replicas",
     "INVALID_UPDATE_VERSION": "because the current partition epoch is",
 }
-DEFAULT_SESSION_TIMEOUT_MS = 3000  # pytest_elr.sut.config.TUNING
 # A `slow` link towards the controller must *hold* requests (delivered when healed) without the
 # broker being fenced: its heartbeats cross the same link, so they arrive this late too.
 HOLD_FRACTION = 0.7
@@ -101,7 +100,11 @@ class KafkaBackend:
         self.topic = ""
         self.history: History | None = None
         self._errors_seen: dict[str, int] = {}
-        self.session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS
+        from pytest_elr.sut.config import TUNING
+
+        # The tuned value, unless a scenario sets cluster.session_timeout_ms.
+        self.default_session_timeout_ms = int(TUNING["broker.session.timeout.ms"])
+        self.session_timeout_ms = self.default_session_timeout_ms
         self._controllers: list[int] = []
         self._powered_off: set[int] = set()
         self._workload: BackgroundProducer | None = None
@@ -112,7 +115,7 @@ class KafkaBackend:
         if profile not in self.profiles:
             raise BackendError(f"the kafka backend cannot run profile {profile!r}")
         self.history = history
-        self.session_timeout_ms = cluster.session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS
+        self.session_timeout_ms = cluster.session_timeout_ms or self.default_session_timeout_ms
         key = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
                self.session_timeout_ms)
         self.cluster = _POOL.pop(key, None)
