@@ -31,6 +31,8 @@ class Observation:
     hwm: int | None
     leo: dict[int, int] = field(default_factory=dict)
     recovering: bool = False
+    # Leaders whose AlterPartition is held on its way to the controller (a `slow` link to it).
+    held: tuple[int, ...] = ()
 
     def as_event(self) -> dict[str, object]:
         return {
@@ -43,6 +45,7 @@ class Observation:
             "hwm": self.hwm,
             "leo": {str(k): v for k, v in sorted(self.leo.items())},
             "recovering": self.recovering,
+            "held": list(self.held),
         }
 
 

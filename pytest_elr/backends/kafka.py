@@ -59,9 +59,6 @@ _REJECTIONS = {
     "INELIGIBLE_REPLICA": "because it specified ineligible replicas",
     "INVALID_UPDATE_VERSION": "because the current partition epoch is",
 }
-# A `slow` link towards the controller must *hold* requests (delivered when healed) without the
-# broker being fenced: its heartbeats cross the same link, so they arrive this late too.
-HOLD_FRACTION = 0.7
 _POOL: dict[tuple[Any, ...], Any] = {}  # in order of last use
 # Idle clusters still cost CPU (every KRaft node ticks), and 2 cores run everything: keep the
 # clusters of the two most recent shapes (a scenario's profiles alternate ELR on and off).
@@ -169,7 +166,10 @@ class KafkaBackend:
                 c.net.cut(_ref(src), _ref(dst))
         elif isinstance(action, Slow):
             for src, dst in action.links:
-                c.net.slow(_ref(src), _ref(dst), self._latency(action, dst))
+                if dst == CONTROLLER:  # the model's meaning: requests held, heartbeats flow
+                    c.net.hold(_ref(src), "controller")
+                else:
+                    c.net.slow(_ref(src), _ref(dst), action.latency_ms)
         elif isinstance(action, Heal):
             if action.links is None:
                 c.heal_all()
@@ -187,6 +187,7 @@ class KafkaBackend:
         elif isinstance(action, ReplaceDisk):
             before = self._leo(action.broker)
             c.replace_disk(action.broker)
+            self._await_registered(action.broker)
             return [LossEvidence(action.broker, before, 0)]
         elif isinstance(action, Pause):
             c.pause(action.broker)
@@ -204,11 +205,6 @@ class KafkaBackend:
             raise BackendError(f"the kafka backend does not know action {action.kind!r}")
         return None
 
-    def _latency(self, action: Slow, dst: Node) -> int:
-        if dst != CONTROLLER:
-            return action.latency_ms
-        return max(action.latency_ms, int(self.session_timeout_ms * HOLD_FRACTION))
-
     def settle_timeout_s(self) -> float:
         """Fencing by session timeout is the slowest thing a step may wait for."""
         return 30.0 + 2 * self.session_timeout_ms / 1000
@@ -223,6 +219,7 @@ class KafkaBackend:
     def _restart(self, broker: int) -> list[LossEvidence] | None:
         if broker not in self._powered_off:
             self.cluster.start_node(broker)
+            self._await_registered(broker)
             return None
         self._powered_off.discard(broker)
         record = self.cluster.power_on(broker)
@@ -232,6 +229,14 @@ class KafkaBackend:
         # Read as soon as the broker answers; a follower that reaches its leader may already have
         # re-fetched part of what it lost, so this is a lower bound of the loss.
         return [LossEvidence(broker, record.leo_before.get(tp), record.leo_after.get(tp))]
+
+    def _await_registered(self, broker: int) -> None:
+        """The model registers a restarted broker at once; Kafka only after its old session (which
+        a killed JVM leaves behind) expires. Later steps rely on the new registration."""
+        try:
+            self.cluster.wait_serving(broker, timeout_s=30 + 2 * self.session_timeout_ms / 1000)
+        except self._sut.SutError as exc:
+            raise BackendError(str(exc)) from None
 
     def _leo(self, broker: int) -> int | None:
         try:
@@ -331,6 +336,7 @@ class KafkaBackend:
             elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
             fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
+            held=tuple(sorted({s for s, _ in c.net.holds if c.net.held_requests(s) > 0})),
         )
 
     def unsynced_bytes(self) -> dict[int, int]:

@@ -28,6 +28,14 @@ closes the held connections, so Kafka reconnects at once after ``heal``.
 The time from API call to cut link is the REST round trip, measured in
 ``pytest_elr.sut.bench`` (a few ms): the toxic is installed in the live
 links' chains before the call returns.
+
+``hold(src, dst)`` is the one fault that reads Kafka: our ``kafka_hold`` toxic
+(``images/toxiproxy/kafka_hold.go``) holds back the requests of one API key,
+AlterPartition by default, on src's connections to dst and delivers them when
+healed, while every other request flows. A broker sends AlterPartition on a
+connection of its own, so its heartbeats keep it unfenced however long the
+hold lasts: KIP-903's late AlterPartition, which a ``slow`` cannot stage (its
+heartbeats would be late too, and the broker fenced).
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ Group = Literal["brokers", "controller", "all"]
 
 CUT = "cut"
 SLOW = "slow"
+HOLD = "hold"
+ALTER_PARTITION = 56  # Kafka API key
 
 
 class NetworkFaults:
@@ -55,6 +65,7 @@ class NetworkFaults:
         # (src id, dst id) pairs whose src->dst data is currently dropped.
         self.cuts: set[tuple[int, int]] = set()
         self.slowed: dict[tuple[int, int], int] = {}
+        self.holds: set[tuple[int, int]] = set()
 
     # ------------------------------------------------------------ resolution
 
@@ -96,7 +107,8 @@ class NetworkFaults:
 
     def _remove(self, s: NodeSpec, d: NodeSpec, kind: str) -> None:
         self._toxi(s).remove_toxic(f"to-{d.name}", f"{kind}-upstream")
-        self._toxi(d).remove_toxic(f"to-{s.name}", f"{kind}-downstream")
+        if kind != HOLD:
+            self._toxi(d).remove_toxic(f"to-{s.name}", f"{kind}-downstream")
 
     # ------------------------------------------------------------ API
 
@@ -119,8 +131,11 @@ class NetworkFaults:
         for s, d in links:
             self._remove(s, d, CUT)
             self._remove(s, d, SLOW)
+            if (s.node_id, d.node_id) in self.holds:  # removing it delivers what it held
+                self._remove(s, d, HOLD)
             self.cuts.discard((s.node_id, d.node_id))
             self.slowed.pop((s.node_id, d.node_id), None)
+            self.holds.discard((s.node_id, d.node_id))
         return time.monotonic() - t0
 
     def heal_all(self) -> float:
@@ -129,6 +144,7 @@ class NetworkFaults:
             self._toxi(n).reset()
         self.cuts.clear()
         self.slowed.clear()
+        self.holds.clear()
         return time.monotonic() - t0
 
     def slow(self, src: NodeRef, dst: NodeRef, latency_ms: int, jitter_ms: int = 0,
@@ -141,6 +157,33 @@ class NetworkFaults:
             self.slowed[(s.node_id, d.node_id)] = latency_ms
         return time.monotonic() - t0
 
+    def hold(self, src: NodeRef, dst: NodeRef, api_key: int = ALTER_PARTITION) -> float:
+        """Hold ``src``'s requests with ``api_key`` to ``dst`` until healed; the rest flows.
+
+        Requests travel on the connections ``src`` opens, so only the upstream of ``src``'s
+        proxy to ``dst`` is touched (unlike cut and slow, which act on data in either).
+        """
+        t0 = time.monotonic()
+        for s, d in self._links(src, dst):
+            toxi = self._toxi(s)
+            toxi.remove_toxic(f"to-{d.name}", f"{HOLD}-upstream")
+            toxi.add_toxic(f"to-{d.name}", f"{HOLD}-upstream", "kafka_hold", "upstream",
+                           {"api_key": api_key})
+            self.holds.add((s.node_id, d.node_id))
+        return time.monotonic() - t0
+
+    def held_requests(self, src: int) -> int:
+        """How many requests of the held API key ``src``'s holds keep back right now."""
+        total = 0
+        for s, d in self.holds:
+            if s != src:
+                continue
+            name = self.cluster.topology.node(d).name
+            for toxic in self._toxi(self.cluster.topology.node(s)).toxics(f"to-{name}"):
+                if toxic.get("type") == "kafka_hold":
+                    total += int(toxic.get("attributes", {}).get("held", 0))
+        return total
+
     def isolate(self, node: int, from_: Group = "all") -> float:
         """Cut ``node`` both ways from the brokers, the controller(s), or every other node."""
         group = {"brokers": "brokers", "controller": "controller", "all": "all"}[from_]
@@ -150,8 +193,8 @@ class NetworkFaults:
         return (src, dst) in self.cuts
 
     def cut_from_controller(self, broker: int) -> bool:
-        """True when any link between ``broker`` and a controller is cut or slowed: its metadata
-        may lag, so it is the last broker to ask about the cluster."""
-        faulty = self.cuts | set(self.slowed)
+        """True when any link between ``broker`` and a controller is cut, slowed or held: its
+        metadata may lag, so it is the last broker to ask about the cluster."""
+        faulty = self.cuts | set(self.slowed) | self.holds
         return any((broker, c.node_id) in faulty or (c.node_id, broker) in faulty
                    for c in self.cluster.topology.controllers)

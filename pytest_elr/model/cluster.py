@@ -156,7 +156,15 @@ class ModelCluster:
             hwm=self.hwm(),
             leo={r: self.logs[r].leo for r in self.replicas},
             recovering=part.recovering,
+            held=self.held_alter(),
         )
+
+    def held_alter(self) -> tuple[int, ...]:
+        """The leader, when its AlterPartition waits on a slow (held) link to the controller."""
+        req = self.pending_alter
+        if req is None or (req.leader, CONTROLLER) not in self.slow:
+            return ()
+        return (req.leader,) if self._reachable(req.leader, CONTROLLER) else ()
 
     def trusted(self) -> set[int]:
         """Replicas the protocol relies on as complete: leader, ISR and ELR."""

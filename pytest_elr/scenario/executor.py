@@ -159,8 +159,9 @@ class Executor:
         """
         assert self.model is not None
         m = self.model.observe()
+        # `held`: a fault that holds a request must have caught one before the next action.
         want = {"leader": m.leader, "isr": frozenset(m.isr), "elr": frozenset(m.elr),
-                "fenced": frozenset(m.fenced)}
+                "fenced": frozenset(m.fenced), "held": frozenset(m.held)}
         # Followers the model has fetched everything: the next fault may depend on it (a leader
         # asks to add a follower to the ISR only once it has caught up).
         caught_up = self.model.caught_up_followers()
@@ -292,7 +293,7 @@ def compare(expected: dict[str, Any], obs: Observation, ctx: StepContext) -> lis
         if key == "leader":
             if obs.leader != want:
                 out.append(f"leader: expected {_b(want)}, observed {_b(obs.leader)}")
-        elif key in ("isr", "elr", "last_known_elr", "fenced"):
+        elif key in ("isr", "elr", "last_known_elr", "fenced", "held"):
             got = frozenset(getattr(obs, key))
             if got != want:
                 out.append(f"{key}: expected {sorted(want)}, observed {sorted(got)}")

@@ -33,6 +33,7 @@ from pytest_elr.actions import (
 )
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.schema import (
+    EXPECTATION_KEYS,
     ClusterSpec,
     Scenario,
     ScenarioError,
@@ -378,8 +379,7 @@ class _Builder:
         self, node: yaml.Node, what: str, allow_profiles: bool
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         r = self.r
-        keys = ("leader", "isr", "elr", "last_known_elr", "fenced", "hwm", "produce", "rejected",
-                "lost", "recovering")
+        keys = EXPECTATION_KEYS
         doc = r.mapping(node, what, (*keys, "by_profile") if allow_profiles else keys)
         out: dict[str, Any] = {}
         for key, value in doc.items():
@@ -388,7 +388,7 @@ class _Builder:
             if key == "leader":
                 no_leader = r.scalar(value, f"{what}.leader") in ("none", "null", "~")
                 out[key] = None if no_leader else self.broker(value, f"{what}.leader")
-            elif key in ("isr", "elr", "last_known_elr", "fenced", "lost"):
+            elif key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held"):
                 out[key] = frozenset(self.brokers_list(value, f"{what}.{key}"))
             elif key == "hwm":
                 text = r.scalar(value, f"{what}.hwm")

@@ -55,7 +55,7 @@ class WorkloadSpec:
 #: expectation keys and what they hold (see docs/language.md)
 EXPECTATION_KEYS = (
     "leader", "isr", "elr", "last_known_elr", "fenced", "hwm", "produce", "rejected", "lost",
-    "recovering",
+    "recovering", "held",
 )
 
 

@@ -439,6 +439,10 @@ class KafkaCluster:
     def slow(self, src: NodeRef, dst: NodeRef, latency_ms: int) -> float:
         return self.net.slow(src, dst, latency_ms)
 
+    def hold(self, src: NodeRef, dst: NodeRef) -> float:
+        """Hold ``src``'s AlterPartition requests to ``dst`` until healed (KIP-903's race)."""
+        return self.net.hold(src, dst)
+
     def isolate(self, node: int, from_: Group = "all") -> float:
         return self.net.isolate(node, from_)
 
@@ -462,6 +466,29 @@ class KafkaCluster:
 
     def replace_disk(self, node: int, start: bool = True) -> None:
         self.proc.replace_disk(node, start)
+
+    def wait_serving(self, node: int, timeout_s: float = 60.0) -> float:
+        """Wait until a (re)started broker answers clients; returns the seconds waited.
+
+        A KRaft broker opens its listeners to requests only once it has registered and the
+        controller has unfenced it, so an answer means the new incarnation is registered: its
+        old session, which a killed JVM leaves behind for up to the session timeout, is gone.
+        """
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if self.node(node).state() == "stopped":
+                raise ClusterStartError(f"broker {node}'s JVM exited while starting",
+                                        {self.node(node).name: self.node(node).logs()})
+            try:
+                admin.describe_cluster("127.0.0.1", self.client_port(node), 2.0)
+                return time.monotonic() - t0
+            except KafkaProtocolError as e:
+                last = str(e)
+            time.sleep(0.1)
+        raise ClusterStartError(f"broker {node} did not serve within {timeout_s:.0f}s (last: {last})",
+                                {self.node(node).name: self.node(node).logs()})
 
     def power_off(self, node: int, topics: Iterable[str] = ()) -> PowerOffRecord:
         """Power cut of one broker: SIGKILL, the layer drops everything unsynced, JVM stays off.

@@ -8,8 +8,9 @@ Steps (each named in a :class:`BuildStepError` when it fails):
 1. ``base``: ``debootstrap --variant=minbase bookworm`` from the host's own apt
    mirror (read from ``/etc/apt/sources.list*``; no host name is written into
    the project) and ``docker import`` with ``CMD ["/bin/bash"]``.
-2. ``toxiproxy``: ``go install github.com/Shopify/toxiproxy/v2/cmd/server@<ver>``
-   with ``CGO_ENABLED=0`` (static), through the Go module proxy, on the host.
+2. ``toxiproxy``: ``go build`` of ``images/toxiproxy`` (Toxiproxy <ver> as a library plus
+   our ``kafka_hold`` toxic) with ``CGO_ENABLED=0`` (static), through the Go module proxy,
+   on the host.
 3. ``kafka-classpath``: ``mvn dependency:copy-dependencies`` on a generated pom
    (``images/kafka-node/pom.xml.in``), plus the SLF4J->log4j2 binding that the
    Kafka tarball ships but the POM lacks (``log4j-slf4j-impl`` for SLF4J 1.x,
@@ -46,7 +47,6 @@ DEFAULT_KAFKA_VERSION = "4.3.1"
 # may be built too; 4.4.0 is listed there but its kafka-tools artifacts are
 # missing, so it does not resolve.
 KNOWN_KAFKA_VERSIONS = ("4.3.1", "4.1.2")
-TOXIPROXY_VERSION = "v2.12.0"
 SUITE = "bookworm"
 BASE_REPO = "pytest-elr/base"
 NODE_REPO = "pytest-elr/kafka-node"
@@ -55,6 +55,15 @@ LABEL_PREFIX = "pytest-elr"
 RECIPE_VERSION = "1"
 
 IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+TOXIPROXY_DIR = IMAGES_DIR / "toxiproxy"
+
+
+def toxiproxy_version() -> str:
+    """The Toxiproxy release the server is built on, as images/toxiproxy/go.mod requires it."""
+    m = re.search(r"github\.com/Shopify/toxiproxy/v2\s+(v\S+)", (TOXIPROXY_DIR / "go.mod").read_text())
+    if not m:
+        raise ImageMissingError(f"{TOXIPROXY_DIR / 'go.mod'} does not require Toxiproxy")
+    return m.group(1)
 # The FUSE layer's source, copied into the node image (and hashed into its tag).
 LAZYFS_DIR = Path(__file__).resolve().parents[1] / "lazyfs"
 
@@ -99,7 +108,17 @@ def _recipe_bytes() -> list[bytes]:
     if not node.is_dir():
         raise ImageMissingError(f"image recipes not found at {node} (run from a source checkout)")
     files = [p.name.encode() + b"=" + p.read_bytes() for p in sorted(node.iterdir()) if p.is_file()]
+    files += [b"toxiproxy/" + p.name.encode() + b"=" + p.read_bytes() for p in _toxiproxy_files()]
     return files + [b"lazyfs/" + p.name.encode() + b"=" + p.read_bytes() for p in _lazyfs_files()]
+
+
+def _toxiproxy_files() -> list[Path]:
+    """The server's source (tests excluded: they do not change the binary)."""
+    found = [p for p in sorted(TOXIPROXY_DIR.glob("*"))
+             if p.name in ("go.mod", "go.sum") or (p.suffix == ".go" and not p.name.endswith("_test.go"))]
+    if not found:
+        raise ImageMissingError(f"the Toxiproxy server's source is missing at {TOXIPROXY_DIR}")
+    return found
 
 
 def _lazyfs_files() -> list[Path]:
@@ -122,7 +141,7 @@ def expected_tags(kafka_version: str = DEFAULT_KAFKA_VERSION) -> ImageTags:
     mirror = apt_mirror()
     base_h = _hash(RECIPE_VERSION, SUITE, "minbase", mirror)
     base = f"{BASE_REPO}:{SUITE}-{base_h}"
-    node_h = _hash(RECIPE_VERSION, base, kafka_version, TOXIPROXY_VERSION, *_recipe_bytes())
+    node_h = _hash(RECIPE_VERSION, base, kafka_version, toxiproxy_version(), *_recipe_bytes())
     node = f"{NODE_REPO}:{kafka_version}-{node_h}"
     return ImageTags(base, node, base_h, node_h)
 
@@ -201,17 +220,19 @@ def build_base(tags: ImageTags, force: bool = False) -> None:
 
 
 def build_toxiproxy(force: bool = False) -> Path:
-    out = build_dir() / f"toxiproxy-{TOXIPROXY_VERSION}"
+    """Toxiproxy's server with our kafka_hold toxic, cached by a hash of its source."""
+    src_h = _hash(*(p.name.encode() + b"=" + p.read_bytes() for p in _toxiproxy_files()))
+    out = build_dir() / f"toxiproxy-{toxiproxy_version()}-{src_h}"
     binary = out / "server"
     if binary.exists() and not force:
         return binary
     if not shutil.which("go"):
-        raise BuildStepError("toxiproxy", "go is not installed", "install Go >= 1.22")
+        raise BuildStepError("toxiproxy", "go is not installed", "install Go >= 1.23")
     t0 = time.monotonic()
-    env = {**os.environ, "CGO_ENABLED": "0", "GOBIN": str(out), "GOFLAGS": "-trimpath"}
-    _run("toxiproxy", ["go", "install", "-ldflags=-s -w",
-                       f"github.com/Shopify/toxiproxy/v2/cmd/server@{TOXIPROXY_VERSION}"],
-         env=env, hint="the Go module proxy must be reachable (GOPROXY)")
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-trimpath -mod=readonly"}
+    _run("toxiproxy", ["go", "build", "-ldflags=-s -w", "-o", str(binary), "."],
+         cwd=TOXIPROXY_DIR, env=env, hint="the Go module proxy must be reachable (GOPROXY)")
     _log(f"toxiproxy: built {binary} in {time.monotonic() - t0:.0f}s")
     return binary
 
@@ -281,7 +302,7 @@ def build_node(tags: ImageTags, kafka_version: str, force: bool = False) -> None
             f"{LABEL_PREFIX}.image": "kafka-node",
             f"{LABEL_PREFIX}.inputs": tags.node_inputs,
             f"{LABEL_PREFIX}.kafka-version": kafka_version,
-            f"{LABEL_PREFIX}.toxiproxy-version": TOXIPROXY_VERSION,
+            f"{LABEL_PREFIX}.toxiproxy-version": toxiproxy_version(),
         }
         cmd = ["docker", "build", "-q", "-t", tags.node,
                "--build-arg", f"BASE_IMAGE={tags.base}",
