@@ -23,7 +23,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from pytest_elr.actions import CONTROLLER, Action, Slow
+from pytest_elr.actions import Action
 from pytest_elr.backends.kafka import KafkaBackend, close_pool
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.model.mutants import load_suite
@@ -46,18 +46,13 @@ def disagreements(history_dir: Path | None) -> list[dict[str, object]]:
     return out
 
 
-def _stageable(action: Action) -> bool:
-    # A held AlterPartition cannot be staged on Kafka (docs/faults.md, "Holding a request").
-    return not (isinstance(action, Slow) and any(CONTROLLER in link for link in action.links))
-
-
 def generated_schedules(count: int, steps: int, profile: str) -> list[list[Action]]:
     """``count`` fault schedules the property search would explore, first ones first."""
     found: list[list[Action]] = []
 
     class Collect(machine_for(SearchConfig(profile=get_profile(profile)))):  # type: ignore[misc,valid-type]
         def teardown(self) -> None:
-            actions = [a for a in self.actions if _stageable(a)]
+            actions = list(self.actions)
             kinds = {a.kind for a in actions}
             # Hypothesis tries the simplest schedules first: keep those with records at stake and
             # at least two kinds of fault.

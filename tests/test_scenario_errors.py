@@ -47,6 +47,7 @@ CASES = {
     "session timeout too long": (GOOD.replace("brokers: 3", "brokers: 3, session_timeout_ms: 999999"), 1, "expected 1000 to 120000"),
     "unknown backend": (GOOD + "backends: {only: [zookeeper], why: x}\n", 7, "backends.only: expected one of"),
     "backends without reason": (GOOD + "backends: {only: [model]}\n", 7, "backends: expected {only:"),
+    "held names an unknown broker": (GOOD.replace("leader: 1", "held: [5]"), 6, "unknown broker id 5"),
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_elr.sut import KafkaCluster
 from pytest_elr.sut.cluster import random_topic
+from pytest_elr.sut.config import TUNING
 
 pytestmark = pytest.mark.docker
 
@@ -113,6 +114,25 @@ def test_slow_link_delays_acks_all(elr: KafkaCluster, topic_factory) -> None:
     elr.produce(t, [b"slow"])
     slow = time.monotonic() - t0
     assert slow >= 0.4 > fast, (fast, slow)
+
+
+def test_hold_keeps_alter_partition_back_but_not_heartbeats(elr: KafkaCluster, topic_factory) -> None:
+    """The kafka_hold toxic: the leader's ISR change waits at the hold for three session
+    timeouts while its heartbeats keep it unfenced; healing delivers the change."""
+    t = topic_factory(elr, [0, 1, 2], 1)
+    elr.hold(0, "controller")
+    elr.cut_both(2, 0)  # follower 2 falls behind: leader 0 asks the controller to drop it
+    elr.await_value(lambda: (elr.produce(t, [b"tick"], acks=1), elr.net.held_requests(0))[1],
+                    lambda n: n >= 1, timeout_s=30, what="AlterPartition requests held")
+    session_s = int(TUNING["broker.session.timeout.ms"]) / 1000
+    deadline = time.monotonic() + 3 * session_s
+    while time.monotonic() < deadline:  # the property is "for this long", so it is polled
+        assert elr.fenced_brokers() == set()
+        assert elr.describe_partition(t, via=1).isr == (0, 1, 2)
+        time.sleep(0.2)
+    elr.heal(0, "controller")
+    elr.await_partition(t, lambda p: p.isr == (0, 1), via=1, timeout_s=15)
+    assert elr.net.held_requests(0) == 0 and not elr.net.holds
 
 
 def test_cut_api_is_fast_and_reversible(elr: KafkaCluster) -> None:

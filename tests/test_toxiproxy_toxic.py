@@ -1,0 +1,27 @@
+"""The kafka_hold toxic's own tests (Go), run with the Toxiproxy library it is built against.
+
+The toxic decides what a `slow` link to the controller does on Kafka: hold AlterPartition
+requests until healed, pass everything else. Its real-cluster counterpart is
+tests/sut/test_cluster_elr.py::test_hold_keeps_alter_partition_back_but_not_heartbeats.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from pytest_elr.sut.images import TOXIPROXY_DIR
+
+
+def test_kafka_hold_toxic_go_tests() -> None:
+    go = shutil.which("go")
+    assert go is not None, "Go is needed to build the node image's Toxiproxy (images/toxiproxy)"
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+    run = subprocess.run([go, "test", "-count=1", "-v", "./..."], cwd=TOXIPROXY_DIR, env=env,
+                         capture_output=True, text=True, timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    for name in ("TestHeldUntilRemovedThenDeliveredInOrder", "TestInterruptKeepsTheHold",
+                 "TestClientGoneStillDelivers", "TestOtherRequestsPass", "TestNotKafkaPassesThrough"):
+        assert f"--- PASS: {name}" in out, out
