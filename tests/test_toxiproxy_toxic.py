@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 from pytest_elr.sut.images import TOXIPROXY_DIR
 
@@ -22,6 +23,9 @@ def test_kafka_hold_toxic_go_tests() -> None:
                          capture_output=True, text=True, timeout=600)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
+    unformatted = subprocess.run([str(Path(go).with_name("gofmt")), "-l", "."], cwd=TOXIPROXY_DIR,
+                                 capture_output=True, text=True, timeout=60).stdout.split()
+    assert not unformatted, f"gofmt would change {unformatted}"
     for name in ("TestHeldUntilRemovedThenDeliveredInOrder", "TestInterruptKeepsTheHold",
                  "TestClientGoneStillDelivers", "TestOtherRequestsPass", "TestNotKafkaPassesThrough"):
         assert f"--- PASS: {name}" in out, out

@@ -28,14 +28,14 @@ const maxFrame = 64 << 20
 // A connection the client closes while requests are held stays open towards the server
 // until the toxic is removed: the held requests still arrive, as a late packet would.
 type KafkaHoldToxic struct {
-	APIKey int16 `json:"api_key"`
-	held   atomic.Int64 // requests with APIKey held now, over every connection
+	APIKey int16        `json:"api_key"`
+	held   atomic.Int64 // requests with APIKey held now on connections still open
 }
 
 type holdState struct {
-	buf         []byte               // bytes of a request not yet complete
+	buf         []byte                // bytes of a request not yet complete
 	held        []*stream.StreamChunk // held requests, in arrival order
-	heldKey     int64                // how many of them carry APIKey
+	heldKey     int64                 // how many of them carry APIKey and count in held
 	holding     bool
 	passthrough bool // the stream is not Kafka framing: pass it as it comes
 	eof         bool // the client closed its side while requests were held
@@ -61,6 +61,10 @@ func (t *KafkaHoldToxic) Pipe(stub *toxics.ToxicStub) {
 		case c := <-stub.Input:
 			if c == nil {
 				if st.holding {
+					// The client gave up (a timeout, a crash): its requests still arrive on
+					// removal, but no longer count as held for it.
+					t.held.Add(-st.heldKey)
+					st.heldKey = 0
 					st.eof = true
 					continue
 				}

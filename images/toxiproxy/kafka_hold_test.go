@@ -123,9 +123,15 @@ func TestInterruptKeepsTheHold(t *testing.T) {
 func TestClientGoneStillDelivers(t *testing.T) {
 	h := start(t, 56)
 	h.send(request(56, "alter"))
+	if n := heldCount(t, h.toxic); n != 1 {
+		t.Fatalf("held = %d, want 1", n)
+	}
 	close(h.in)
 	if got := h.received(); len(got) != 0 {
 		t.Fatalf("delivered early: %q", got)
+	}
+	if n := heldCount(t, h.toxic); n != 0 { // the client is gone: nothing is held for it
+		t.Fatalf("held = %d after the client left, want 0", n)
 	}
 	h.remove()
 	if got := h.received(); !bytes.Equal(got, request(56, "alter")) {
