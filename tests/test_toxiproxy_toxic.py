@@ -1,7 +1,8 @@
-"""The kafka_hold toxic's own tests (Go), run with the Toxiproxy library it is built against.
+"""The node's Toxiproxy toxics (Go tests), run with the Toxiproxy library they are built against.
 
-The toxic decides what a `slow` link to the controller does on Kafka: hold AlterPartition
-requests until healed, pass everything else. Its real-cluster counterpart is
+kafka_hold decides what a `slow` link to the controller does on Kafka: hold AlterPartition
+requests until healed, pass everything else. Our latency toxic replaces the stock one, which can
+hang the proxy for good when removed while its connection is stuck or dying. Its real-cluster counterpart is
 tests/sut/test_cluster_elr.py::test_hold_keeps_alter_partition_back_but_not_heartbeats.
 """
 
@@ -27,5 +28,6 @@ def test_kafka_hold_toxic_go_tests() -> None:
                                  capture_output=True, text=True, timeout=60).stdout.split()
     assert not unformatted, f"gofmt would change {unformatted}"
     for name in ("TestHeldUntilRemovedThenDeliveredInOrder", "TestInterruptKeepsTheHold",
-                 "TestClientGoneStillDelivers", "TestOtherRequestsPass", "TestNotKafkaPassesThrough"):
+                 "TestClientGoneStillDelivers", "TestOtherRequestsPass", "TestNotKafkaPassesThrough",
+                 "TestRemovingLatencyNeverHangsOnAStuckClient"):
         assert f"--- PASS: {name}" in out, out

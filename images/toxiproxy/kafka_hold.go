@@ -34,6 +34,7 @@ type KafkaHoldToxic struct {
 
 type holdState struct {
 	buf         []byte                // bytes of a request not yet complete
+	out         []*stream.StreamChunk // requests let through, not yet handed on
 	held        []*stream.StreamChunk // held requests, in arrival order
 	heldKey     int64                 // how many of them carry APIKey and count in held
 	holding     bool
@@ -51,6 +52,12 @@ func (t *KafkaHoldToxic) MarshalJSON() ([]byte, error) {
 func (t *KafkaHoldToxic) Pipe(stub *toxics.ToxicStub) {
 	st := stub.State.(*holdState)
 	for {
+		for len(st.out) > 0 { // passed requests not yet handed on (an interrupt came first)
+			if !send(stub, st.out[0]) {
+				return
+			}
+			st.out = st.out[1:]
+		}
 		if st.eof {
 			<-stub.Interrupt // nothing more will come; wait to be removed (Cleanup delivers)
 			return
@@ -69,14 +76,19 @@ func (t *KafkaHoldToxic) Pipe(stub *toxics.ToxicStub) {
 					continue
 				}
 				if len(st.buf) > 0 {
-					stub.Output <- chunk(st.buf)
+					st.out = append(st.out, chunk(st.buf))
+					st.buf = nil
+				}
+				for len(st.out) > 0 {
+					if !send(stub, st.out[0]) {
+						return
+					}
+					st.out = st.out[1:]
 				}
 				stub.Close()
 				return
 			}
-			for _, out := range t.take(st, c.Data) {
-				stub.Output <- out
-			}
+			st.out = append(st.out, t.take(st, c.Data)...)
 		}
 	}
 }
@@ -123,17 +135,13 @@ func (t *KafkaHoldToxic) take(st *holdState, data []byte) []*stream.StreamChunk 
 // request; close the connection if its client has gone.
 func (t *KafkaHoldToxic) Cleanup(stub *toxics.ToxicStub) {
 	st := stub.State.(*holdState)
-	pending := st.held
+	pending := append(st.out, st.held...)
 	if len(st.buf) > 0 {
 		pending = append(pending, chunk(st.buf))
 	}
-	for _, c := range pending {
-		if err := stub.WriteOutput(c, 5*time.Second); err != nil {
-			break // the server side is gone too
-		}
-	}
 	t.held.Add(-st.heldKey)
-	st.held, st.buf, st.heldKey, st.holding = nil, nil, 0, false
+	st.out, st.held, st.buf, st.heldKey, st.holding = nil, nil, nil, 0, false
+	flush(stub, pending)
 	if st.eof {
 		stub.Close()
 	}

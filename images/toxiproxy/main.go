@@ -1,4 +1,5 @@
-// toxiproxy-server for pytest-elr: the upstream server plus one toxic of ours, kafka_hold.
+// toxiproxy-server for pytest-elr: the upstream server plus a toxic of ours, kafka_hold, and a
+// latency toxic that cannot deadlock the proxy (latency.go).
 //
 // Built by pytest_elr.sut.images from this module (the Go module proxy is the only source) and
 // copied into the node image, where node-init starts it with -host and -port.
@@ -23,6 +24,7 @@ func main() {
 	flag.Parse()
 
 	toxics.Register("kafka_hold", new(KafkaHoldToxic))
+	toxics.Register("latency", new(LatencyToxic)) // replaces the stock one (see latency.go)
 
 	logger := zerolog.New(os.Stdout).With().Timestamp().Logger().Level(zerolog.InfoLevel)
 	if lvl, err := zerolog.ParseLevel(os.Getenv("LOG_LEVEL")); err == nil && lvl != zerolog.NoLevel {

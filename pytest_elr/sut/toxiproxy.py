@@ -32,7 +32,8 @@ class ProxySpec:
 class ToxiproxyClient:
     """Client of one Toxiproxy server, e.g. ``ToxiproxyClient("127.0.0.1", 32768)``."""
 
-    def __init__(self, host: str, port: int, timeout_s: float = 5.0) -> None:
+    # Removing a toxic hands on what it holds first (up to 2 s per connection in our server).
+    def __init__(self, host: str, port: int, timeout_s: float = 15.0) -> None:
         self.base = f"http://{host}:{port}"
         self.timeout_s = timeout_s
 
