@@ -4,7 +4,9 @@ and the verdict table at the end of the run."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,25 @@ def pytest_configure(config: pytest.Config) -> None:
     version = config.getoption("elr_kafka_version", None)
     if version:
         os.environ["PYTEST_ELR_KAFKA_VERSION"] = version  # read by the kafka backend (and xdist workers)
+    _stop_on_sigterm()
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a CI job's timeout, `kill`) ends the session as Ctrl-C does.
+
+    pytest reports any other exception raised in a test, SystemExit included, as that test's
+    failure and goes on with the next one, starting clusters while it is being stopped.
+    KeyboardInterrupt stops the session and unwinds fixtures; clusters close at exit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return  # someone else decided (e.g. an xdist worker's own handling)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

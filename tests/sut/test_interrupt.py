@@ -87,4 +87,6 @@ def test_sigint_during_startup_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_sigterm_of_a_running_session_leaves_nothing(tmp_path: Path) -> None:
-    _run_and_interrupt(tmp_path, signal.SIGTERM, "ready")
+    out = _run_and_interrupt(tmp_path, signal.SIGTERM, "ready")
+    # The plugin stops the session as Ctrl-C does: not one failed test and on to the next.
+    assert "KeyboardInterrupt: signal 15" in out, out
