@@ -60,7 +60,10 @@ TOXIPROXY_DIR = IMAGES_DIR / "toxiproxy"
 
 def toxiproxy_version() -> str:
     """The Toxiproxy release the server is built on, as images/toxiproxy/go.mod requires it."""
-    m = re.search(r"github\.com/Shopify/toxiproxy/v2\s+(v\S+)", (TOXIPROXY_DIR / "go.mod").read_text())
+    go_mod = TOXIPROXY_DIR / "go.mod"
+    if not go_mod.is_file():
+        raise ImageMissingError(f"image recipes not found at {TOXIPROXY_DIR} (run from a source checkout)")
+    m = re.search(r"github\.com/Shopify/toxiproxy/v2\s+(v\S+)", go_mod.read_text())
     if not m:
         raise ImageMissingError(f"{TOXIPROXY_DIR / 'go.mod'} does not require Toxiproxy")
     return m.group(1)

@@ -135,3 +135,14 @@ def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPat
     draws = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
     monkeypatch.setattr(cluster.uuid, "uuid4", lambda: next(draws))
     assert cluster._kafka_uuid() == "AQEBAQEBAQEBAQEBAQEBAQ"  # the second draw
+
+
+def test_installed_without_recipes_is_image_missing(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """A wheel carries no images/ directory: the tag cannot be computed, and the cluster falls
+    back to the newest built image (KafkaCluster.resolve_image) on ImageMissingError only."""
+    from pytest_elr.sut import images
+
+    monkeypatch.setattr(images, "IMAGES_DIR", tmp_path / "images")
+    monkeypatch.setattr(images, "TOXIPROXY_DIR", tmp_path / "images" / "toxiproxy")
+    with pytest.raises(ImageMissingError, match="run from a source checkout"):
+        images.expected_tags("4.3.1")
