@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ func TestRemovingLatencyNeverHangsOnAStuckClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer upstream.Close()
+	var written atomic.Int64
 	go func() {
 		for {
 			conn, err := upstream.Accept()
@@ -34,7 +36,9 @@ func TestRemovingLatencyNeverHangsOnAStuckClient(t *testing.T) {
 			go func() {
 				block := make([]byte, 64<<10)
 				for {
-					if _, err := conn.Write(block); err != nil {
+					n, err := conn.Write(block)
+					written.Add(int64(n))
+					if err != nil {
 						return
 					}
 				}
@@ -61,7 +65,19 @@ func TestRemovingLatencyNeverHangsOnAStuckClient(t *testing.T) {
 	if _, err := io.ReadFull(client, make([]byte, 1<<20)); err != nil { // data flows
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // stop reading: socket buffers and the toxic fill up
+	// Stop reading and wait until the pipeline is full: the upstream can write no more.
+	deadline := time.Now().Add(30 * time.Second)
+	for last := int64(-1); ; {
+		now := written.Load()
+		if now == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream never stopped writing")
+		}
+		last = now
+		time.Sleep(200 * time.Millisecond) // one poll interval of the condition above
+	}
 
 	done := make(chan error, 1)
 	go func() { done <- proxy.Toxics.RemoveToxic(context.Background(), "slow") }()
