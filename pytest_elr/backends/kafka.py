@@ -336,7 +336,7 @@ class KafkaBackend:
             elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
             fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
-            held=tuple(sorted({s for s, _ in c.net.holds if c.net.held_requests(s) > 0})),
+            held=tuple(sorted(s for s in {s for s, _ in c.net.holds} if c.net.held_requests(s) > 0)),
         )
 
     def unsynced_bytes(self) -> dict[int, int]:

@@ -161,14 +161,15 @@ class NetworkFaults:
         """Hold ``src``'s requests with ``api_key`` to ``dst`` until healed; the rest flows.
 
         Requests travel on the connections ``src`` opens, so only the upstream of ``src``'s
-        proxy to ``dst`` is touched (unlike cut and slow, which act on data in either).
+        proxy to ``dst`` is touched (unlike cut and slow, which act on data in either). A link
+        already held stays as it is: replacing its toxic would deliver what it holds.
         """
         t0 = time.monotonic()
         for s, d in self._links(src, dst):
-            toxi = self._toxi(s)
-            toxi.remove_toxic(f"to-{d.name}", f"{HOLD}-upstream")
-            toxi.add_toxic(f"to-{d.name}", f"{HOLD}-upstream", "kafka_hold", "upstream",
-                           {"api_key": api_key})
+            if (s.node_id, d.node_id) in self.holds:
+                continue
+            self._toxi(s).add_toxic(f"to-{d.name}", f"{HOLD}-upstream", "kafka_hold", "upstream",
+                                    {"api_key": api_key})
             self.holds.add((s.node_id, d.node_id))
         return time.monotonic() - t0
 
@@ -193,8 +194,9 @@ class NetworkFaults:
         return (src, dst) in self.cuts
 
     def cut_from_controller(self, broker: int) -> bool:
-        """True when any link between ``broker`` and a controller is cut, slowed or held: its
-        metadata may lag, so it is the last broker to ask about the cluster."""
-        faulty = self.cuts | set(self.slowed) | self.holds
+        """True when any link between ``broker`` and a controller is cut or slowed: its metadata
+        may lag, so it is the last broker to ask about the cluster. (A hold delays only
+        AlterPartition; metadata still flows.)"""
+        faulty = self.cuts | set(self.slowed)
         return any((broker, c.node_id) in faulty or (c.node_id, broker) in faulty
                    for c in self.cluster.topology.controllers)
