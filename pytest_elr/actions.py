@@ -7,31 +7,11 @@ backend interprets them (the model in-process, the kafka backend against contain
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal, Union
+from typing import Literal
 
-CONTROLLER = "controller"
-Node = Union[int, str]  # noqa: UP007 -- a runtime alias; a broker id, or CONTROLLER
-Link = tuple[Node, Node]  # (source, destination): the direction requests travel
+from pytest_elr.core.nodes import Link
 
 Acks = Literal["all", "1", "0"]
-IsolationScope = Literal["all", "brokers", "controller"]
-
-
-def node_name(node: Node) -> str:
-    return CONTROLLER if node == CONTROLLER else f"broker {node}"
-
-
-def isolation_links(broker: int, scope: IsolationScope, brokers: tuple[int, ...]) -> tuple[Link, ...]:
-    """Both directions of every link between ``broker`` and the peers named by ``scope``."""
-    peers: list[Node] = []
-    if scope in ("all", "brokers"):
-        peers += [b for b in brokers if b != broker]
-    if scope in ("all", "controller"):
-        peers.append(CONTROLLER)
-    links: list[Link] = []
-    for peer in peers:
-        links += [(broker, peer), (peer, broker)]
-    return tuple(links)
 
 
 @dataclass(frozen=True)

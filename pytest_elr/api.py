@@ -20,15 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_elr.actions import (
-    CONTROLLER,
     Action,
     Crash,
     Cut,
     Flush,
     Heal,
-    IsolationScope,
-    Link,
-    Node,
     Pause,
     PowerOff,
     Produce,
@@ -39,12 +35,14 @@ from pytest_elr.actions import (
     Shutdown,
     Slow,
     Wait,
-    isolation_links,
 )
-from pytest_elr.backends.base import Backend, Observation, ProduceOutcome
-from pytest_elr.history import History
+from pytest_elr.backends.base import Backend
+from pytest_elr.core.history import History
+from pytest_elr.core.nodes import CONTROLLER, IsolationScope, Link, Node, isolation_links
+from pytest_elr.core.observation import Observation, ProduceOutcome
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.scenario.executor import Executor, StepContext
-from pytest_elr.scenario.schema import ClusterSpec, Scenario, Step, TopicSpec, Verdict
+from pytest_elr.scenario.schema import Scenario, Step, Verdict
 from pytest_elr.scenario.verdict import Verdict as RunVerdict
 from pytest_elr.scenario.verdict import check_history
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pytest_elr.actions import Cut, Heal, Produce, Wait, isolation_links
+from pytest_elr.actions import Cut, Heal, Produce, Wait
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.nodes import isolation_links
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.mutants import load_suite
 from pytest_elr.model.profiles import get_profile

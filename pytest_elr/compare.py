@@ -26,12 +26,14 @@ from hypothesis.stateful import run_state_machine_as_test
 from pytest_elr.actions import Action
 from pytest_elr.backends.kafka import KafkaBackend, close_pool
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.history import EVENTS_FILE
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.mutants import load_suite
 from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import RunResult, run_scenario
 from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
-from pytest_elr.scenario.schema import ClusterSpec, Scenario, TopicSpec
+from pytest_elr.scenario.schema import Scenario
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
 
 
@@ -39,7 +41,7 @@ def disagreements(history_dir: Path | None) -> list[dict[str, object]]:
     if history_dir is None:
         return []
     out = []
-    for line in (history_dir / "events.jsonl").read_text().splitlines():
+    for line in (history_dir / EVENTS_FILE).read_text().splitlines():
         event = json.loads(line)
         if event["type"] == "disagreement":
             out.append(event)

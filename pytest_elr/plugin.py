@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 from pytest_elr.api import ClusterHandle
-from pytest_elr.backends import BackendError, load_backend
+from pytest_elr.backends import load_backend
+from pytest_elr.core.errors import BackendError, ScenarioError
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, run_scenario
 from pytest_elr.scenario.loader import load_scenario
-from pytest_elr.scenario.schema import ClusterSpec, Scenario, ScenarioError, TopicSpec
+from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.verdict import CHECKERS
 
 SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")

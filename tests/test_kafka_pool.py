@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_elr.backends import kafka
-from pytest_elr.history import History
-from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
+from pytest_elr.core.history import History
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
 
 
 class FakeCluster:

@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_elr.actions import (
-    Crash,
-    Cut,
-    Heal,
-    PowerOff,
-    Produce,
-    Restart,
-    SetMinIsr,
-    Shutdown,
-    isolation_links,
-)
+from pytest_elr.actions import Crash, Cut, Heal, PowerOff, Produce, Restart, SetMinIsr, Shutdown
+from pytest_elr.core.nodes import isolation_links
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile

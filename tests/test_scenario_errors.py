@@ -10,8 +10,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_elr.core.errors import ScenarioError
 from pytest_elr.scenario.loader import load_scenario, parse_scenario
-from pytest_elr.scenario.schema import ScenarioError
 
 GOOD = """\
 cluster: {brokers: 3}

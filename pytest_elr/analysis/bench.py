@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Any
 
-from pytest_elr.analysis.load import EVENTS_FILE, META_FILE
+from pytest_elr.core.history import EVENTS_FILE, META_FILE
 
 # The same checks as pytest_elr.analysis.checks, in DuckDB SQL (counts only).
 DUCKDB_CHECKS = """

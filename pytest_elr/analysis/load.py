@@ -19,12 +19,11 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pytest_elr.core.history import EVENTS_FILE, META_FILE, SCHEMA
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-SCHEMA_ID = "pytest-elr/history/1"
-META_FILE = "meta.json"
-EVENTS_FILE = "events.jsonl"
 EVENT_TYPES = ("step", "fault", "observe", "loss_evidence", "produce", "consume", "hwm_read")
 PRODUCE_OPS = ("invoke", "ok", "fail", "info")
 CORRUPT = "_corrupt"
@@ -202,9 +201,9 @@ def read_meta(spark: SparkSession, run: Run) -> list[dict[str, Any]]:
     if not isinstance(meta, dict):
         return [_malformed(run.meta_path, 1, "meta.json is not a JSON object")]
     run.meta = meta
-    if meta.get("schema") != SCHEMA_ID:
+    if meta.get("schema") != SCHEMA:
         return [_malformed(run.meta_path, None, f"schema is {meta.get('schema')!r}, "
-                                                f"expected {SCHEMA_ID!r}")]
+                                                f"expected {SCHEMA!r}")]
     return []
 
 

@@ -21,14 +21,14 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from pytest_elr.analysis.load import EVENTS_FILE, META_FILE, SCHEMA_ID
+from pytest_elr.core.history import EVENTS_FILE, META_FILE, SCHEMA
 
 
 def meta(**fields: Any) -> dict[str, Any]:
     """A complete meta.json; ``fields`` override the defaults."""
     now = datetime.now(timezone.utc).isoformat()
     base: dict[str, Any] = {
-        "schema": SCHEMA_ID,
+        "schema": SCHEMA,
         "run_id": "synthetic",
         "scenario": "synthetic",
         "scenario_file": "synthetic.yaml",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from pytest_elr.backends.base import Backend, BackendError
+from pytest_elr.backends.base import Backend
+from pytest_elr.core.errors import BackendError
 
 
 def available_backends() -> dict[str, str]:

@@ -23,13 +23,11 @@ from typing import Any, ClassVar
 from confluent_kafka import KafkaError, Producer
 
 from pytest_elr.actions import (
-    CONTROLLER,
     Action,
     Crash,
     Cut,
     Flush,
     Heal,
-    Node,
     Pause,
     PowerOff,
     Produce,
@@ -41,9 +39,11 @@ from pytest_elr.actions import (
     Slow,
     Wait,
 )
-from pytest_elr.backends.base import BackendError, ConsumedRecord, LossEvidence, Observation, ProduceOutcome
-from pytest_elr.history import History
-from pytest_elr.scenario.schema import ClusterSpec, TopicSpec, WorkloadSpec
+from pytest_elr.core.errors import BackendError
+from pytest_elr.core.history import History
+from pytest_elr.core.nodes import CONTROLLER, Node
+from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.workload.drain import drain, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 from typing import ClassVar
 
 from pytest_elr.actions import Action, Produce
-from pytest_elr.backends.base import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
-from pytest_elr.history import History
+from pytest_elr.core.history import History
+from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import PROFILE_NAMES, Profile, Rules, UncleanRecovery, get_profile
-from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
 
 
 def build_model(cluster: ClusterSpec, topic: TopicSpec, profile: str | Profile) -> ModelCluster:

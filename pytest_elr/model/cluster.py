@@ -10,14 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_elr.actions import (
-    CONTROLLER,
     Action,
     Crash,
     Cut,
     Flush,
     Heal,
-    Link,
-    Node,
     Pause,
     PowerOff,
     Produce,
@@ -29,7 +26,8 @@ from pytest_elr.actions import (
     Slow,
     Wait,
 )
-from pytest_elr.backends.base import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.nodes import CONTROLLER, Link, Node
+from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
 from pytest_elr.model.profiles import Profile

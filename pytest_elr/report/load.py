@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_elr.core.history import EVENTS_FILE, META_FILE
 from pytest_elr.scenario.verdict import Verdict, check_history
 
 #: fields without which check_history (and the timeline) cannot use an event
@@ -58,10 +59,10 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
     """Run directories among ``paths``: a run itself, or every run below a directory (oldest first)."""
     found: list[Path] = []
     for path in map(Path, paths):
-        if (path / "events.jsonl").is_file():
+        if (path / EVENTS_FILE).is_file():
             found.append(path)
         elif path.is_dir():
-            below = [p.parent for p in path.rglob("events.jsonl")]
+            below = [p.parent for p in path.rglob(EVENTS_FILE)]
             found += sorted(below, key=lambda p: (_meta(p).get("started_at") or "", p.name))
         else:
             raise FileNotFoundError(f"{path}: not a run directory nor a directory holding runs")
@@ -69,7 +70,7 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
 
 
 def load_run(path: Path, checker: Mapping[str, Any] | None = None) -> Run:
-    events, malformed = _events(path / "events.jsonl")
+    events, malformed = _events(path / EVENTS_FILE)
     verdict = check_history(events)
     return Run(path=path, meta=_meta(path), events=events, malformed=malformed, verdict=verdict,
                checker=dict(checker) if checker is not None else None,
@@ -89,7 +90,7 @@ def checker_for(run_dir: Path, meta: Mapping[str, Any], verdicts: Mapping[str, A
 
 def _meta(path: Path) -> dict[str, Any]:
     try:
-        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}

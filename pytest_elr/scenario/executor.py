@@ -25,9 +25,11 @@ from pytest_elr.actions import (
     Shutdown,
     Wait,
 )
-from pytest_elr.backends.base import Backend, BackendError, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.backends.base import Backend
 from pytest_elr.backends.model import ModelBackend, build_model
-from pytest_elr.history import History
+from pytest_elr.core.errors import BackendError
+from pytest_elr.core.history import History
+from pytest_elr.core.observation import LossEvidence, Observation, ProduceOutcome
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.scenario.schema import Scenario, Step

@@ -6,20 +6,9 @@ from typing import Any
 
 import yaml
 
-from pytest_elr.actions import (
-    BROKER_ACTIONS,
-    Action,
-    Cut,
-    Heal,
-    Link,
-    PowerOff,
-    Produce,
-    SetMinIsr,
-    Slow,
-    Wait,
-    isolation_links,
-)
-from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
+from pytest_elr.actions import BROKER_ACTIONS, Action, Cut, Heal, PowerOff, Produce, SetMinIsr, Slow, Wait
+from pytest_elr.core.nodes import Link, isolation_links
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
 
 _SCOPES = ("all", "brokers", "controller")
 

@@ -16,32 +16,21 @@ import yaml
 
 from pytest_elr.actions import (
     BROKER_ACTIONS,
-    CONTROLLER,
     Action,
     Cut,
     Heal,
-    IsolationScope,
-    Link,
-    Node,
     PowerOff,
     Produce,
     SetMinIsr,
     Slow,
     Wait,
     brokers_named,
-    isolation_links,
 )
+from pytest_elr.core.errors import ScenarioError
+from pytest_elr.core.nodes import CONTROLLER, IsolationScope, Link, Node, isolation_links
+from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.scenario.schema import (
-    EXPECTATION_KEYS,
-    ClusterSpec,
-    Scenario,
-    ScenarioError,
-    Step,
-    TopicSpec,
-    Verdict,
-    WorkloadSpec,
-)
+from pytest_elr.scenario.schema import EXPECTATION_KEYS, Scenario, Step, Verdict
 
 MAX_FILE_BYTES = 1 << 20
 MAX_NODES = 20_000  # a scenario is small; more means alias expansion (a "YAML bomb")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_elr.history import History
+from pytest_elr.core.history import History
 
 #: anomalies that fail a scenario whose verdict is ``acked_loss: none``
 FATAL = ("lost", "unseen", "duplicate", "inconsistent_offset")

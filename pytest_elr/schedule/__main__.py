@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.export import scenario_yaml
-from pytest_elr.scenario.schema import ClusterSpec, TopicSpec
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
 
 

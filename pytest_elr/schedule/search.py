@@ -22,21 +22,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from pytest_elr.actions import (
-    CONTROLLER,
-    Action,
-    Crash,
-    Cut,
-    Flush,
-    Heal,
-    PowerOff,
-    Produce,
-    ReplaceDisk,
-    Restart,
-    Shutdown,
-    Slow,
-    isolation_links,
-)
+from pytest_elr.actions import Action, Crash, Cut, Flush, Heal, PowerOff, Produce, ReplaceDisk, Restart, Shutdown, Slow
+from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.profiles import Profile, Rules, get_profile

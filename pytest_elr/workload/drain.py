@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from pytest_elr.history import History
+from pytest_elr.core.history import History
 
 
 @dataclass(frozen=True)

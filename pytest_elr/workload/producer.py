@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from pytest_elr.history import History
+from pytest_elr.core.history import History
 
 Acks = Literal["all", "1", "0"]
 

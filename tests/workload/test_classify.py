@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_elr.history import History
+from pytest_elr.core.history import History
 from pytest_elr.workload import BackgroundProducer, is_definite, max_acked_offset
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_elr.history import History
+from pytest_elr.core.history import History
 from pytest_elr.sut import KafkaCluster
 from pytest_elr.sut.cluster import random_topic
 from pytest_elr.workload import BackgroundProducer, drain

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import IO, Any
 
 SCHEMA = "pytest-elr/history/1"
+#: one run directory holds these two files (docs/history.md)
+EVENTS_FILE = "events.jsonl"
+META_FILE = "meta.json"
 
 
 @dataclass
@@ -39,7 +42,7 @@ class History:
         if root is not None:
             history.directory = Path(root) / run_id
             history.directory.mkdir(parents=True, exist_ok=True)
-            history._out = (history.directory / "events.jsonl").open("w", encoding="utf-8")
+            history._out = (history.directory / EVENTS_FILE).open("w", encoding="utf-8")
             history._write_meta()
         return history
 
@@ -76,7 +79,7 @@ class History:
 
     def _write_meta(self) -> None:
         assert self.directory is not None
-        (self.directory / "meta.json").write_text(json.dumps(self.meta, indent=2) + "\n")
+        (self.directory / META_FILE).write_text(json.dumps(self.meta, indent=2) + "\n")
 
 
 def _now() -> str:

@@ -1,0 +1,25 @@
+"""Errors that cross layers: a wrong scenario, and a backend that cannot do its job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ScenarioError(Exception):
+    """A scenario file is wrong. Carries the file and line so the message points at it."""
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None):
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.path or "<scenario>"
+        if self.line is not None:
+            where += f":{self.line}"
+        return f"{where}: {self.message}"
+
+
+class BackendError(Exception):
+    """The backend could not do what it was asked (cluster not starting, engine missing...)."""

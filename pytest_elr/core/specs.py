@@ -1,0 +1,31 @@
+"""What a scenario asks for: the cluster's shape, the topic, the background workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    brokers: tuple[int, ...]
+    controllers: int = 1
+    #: How long the controller waits for a silent broker before fencing it, on a real cluster
+    #: (None: the backend's tuned default, 3 s on Kafka). The model fences at once.
+    session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    replicas: tuple[int, ...]
+    min_insync_replicas: int
+    unclean_recovery: str | None = None  # kip966 profile only: none | balanced | aggressive
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A background producer that runs for the whole scenario."""
+
+    acks: str = "all"
+    rate_per_s: float = 100.0
+    per_step: int = 5  # records the model backend sends around each step, for the same effect
