@@ -1,30 +1,172 @@
-"""The vocabulary shared by the scenario language, the model and every backend.
+"""The vocabulary of faults and workload: one class per action, each a self-describing unit.
 
-An action is plain data. The YAML loader builds them, the Python API builds them, and each
-backend interprets them (the model in-process, the kafka backend against containers).
+An action knows everything about itself that is not how a backend does it:
+
+* its YAML form(s) and how to read them with file:line errors (``parse``);
+* how it is written back as YAML, e.g. for a shrunk counterexample (``to_yaml``);
+* how it appears in a history and is read back from one (``describe`` / ``from_event``);
+* the brokers it names (``named_brokers``) and what it does to their lifecycle (``transitions``);
+* what the executor and the report need to know (``fault``, ``settles``, ``lossy``, ``draw``).
+
+The loader, the exporter, the executor and the report are driven by these classes; each backend
+does an action through one dispatch table (``functools.singledispatchmethod``). Adding an action
+is this file plus one handler per backend.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, Literal
 
-from pytest_elr.core.nodes import Link
+import yaml
+
+from pytest_elr.core.nodes import CONTROLLER, ISOLATION_SCOPES, IsolationScope, Link, Node, isolation_links
+from pytest_elr.core.reader import Reader
 
 Acks = Literal["all", "1", "0"]
+ACKS: tuple[Acks, ...] = ("all", "1", "0")
+#: what an action leaves a broker's process in
+Lifecycle = Literal["up", "down", "paused"]
+#: how the report draws an action: it starts a network fault, or ends some (None: a mark only)
+Draw = Literal["net", "heal"]
+
+DEFAULT_LATENCY_MS = 5000
+
+#: every action by its history name, and by each YAML key that builds it
+ACTIONS: dict[str, type[Action]] = {}
+FORMS: dict[str, type[Action]] = {}
 
 
 @dataclass(frozen=True)
 class Action:
-    """Base class; ``kind`` is the name used in the language and in histories."""
+    """Base class of every action; subclasses are frozen dataclasses of their arguments."""
 
-    kind = "action"
+    #: the action's name in histories (and its YAML key unless ``forms`` says otherwise)
+    kind: ClassVar[str] = "action"
+    #: YAML keys that build this action (``isolate`` is a form of ``cut``)
+    forms: ClassVar[tuple[str, ...]] = ()
+    #: recorded as a ``fault`` event (a produce is recorded record by record instead)
+    fault: ClassVar[bool] = True
+    #: a real cluster must converge to the model's state before the next action
+    settles: ClassVar[bool] = True
+    #: can take unsynced data from its victims: a run with one must show the fault bit
+    lossy: ClassVar[bool] = False
+    draw: ClassVar[Draw | None] = None
 
-    def describe(self) -> dict[str, object]:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            ACTIONS[cls.kind] = cls
+            for form in cls.__dict__.get("forms") or (cls.kind,):
+                FORMS[form] = cls
+
+    # --- the language -------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        """The actions one ``- <form>: <arg>`` item of a step's ``do`` list builds; ``what`` names the
+        item in error messages (e.g. ``step T1: isolate``)."""
+        raise NotImplementedError(f"{cls.__name__} has no YAML form")
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        """Items of a ``do`` list that build this action again."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be written as YAML")
+
+    # --- histories ----------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
         return {"action": self.kind, "args": asdict(self)}
 
+    @classmethod
+    def from_event(cls, args: Mapping[str, Any]) -> Action:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: _tuples(v) for k, v in args.items() if k in names})
 
-# --- network -------------------------------------------------------------------------------
+    # --- what it touches ----------------------------------------------------------------------
+
+    def named_brokers(self) -> tuple[int, ...]:
+        """Every broker id the action names (for validation against the cluster)."""
+        ids: list[int] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "broker":
+                ids.append(value)
+            elif f.name == "brokers":
+                ids += list(value)
+            elif f.name == "links":
+                ids += [n for link in value or () for n in link if isinstance(n, int)]
+        return tuple(ids)
+
+    def transitions(self) -> dict[int, Lifecycle]:
+        """The state each broker's process is left in (empty: no process changes)."""
+        return {}
+
+
+def action_from_event(event: Mapping[str, Any]) -> Action | None:
+    """The action a history's ``fault`` event describes (None: a kind this version does not know)."""
+    cls = ACTIONS.get(str(event.get("action")))
+    if cls is None:
+        return None
+    try:
+        return cls.from_event(event.get("args") or {})
+    except TypeError:
+        return None
+
+
+def unhandled(handled: Iterable[type]) -> list[str]:
+    """Kinds of action that no class in ``handled`` (a dispatch table's keys) covers."""
+    have = set(handled)
+    return sorted(kind for kind, cls in ACTIONS.items() if cls not in have)
+
+
+def _tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+# --- links ------------------------------------------------------------------------------------
+
+
+def _read_links(r: Reader, arg: yaml.Node, what: str, extra: tuple[str, ...] = ()) -> tuple[Link, ...]:
+    """``{from: a, to: b}`` (one way) or ``{between: [a, b, ...]}`` (every direction)."""
+    doc = r.mapping(arg, what, ("from", "to", "between", *extra))
+    if "between" in doc:
+        if "from" in doc or "to" in doc:
+            r.fail(arg, f"{what}: use either between or from/to")
+        nodes = r.nodes(doc["between"], f"{what}.between")
+        if len(nodes) < 2:
+            r.fail(doc["between"], f"{what}.between: expected at least two nodes")
+        links = [(a, b) for a in nodes for b in nodes if a != b]
+    else:
+        if "from" not in doc or "to" not in doc:
+            r.fail(arg, f"{what}: expected from and to (one-way) or between (both ways)")
+        sources = r.nodes(doc["from"], f"{what}.from")
+        targets = r.nodes(doc["to"], f"{what}.to")
+        links = [(a, b) for a in sources for b in targets if a != b]
+    if not links:
+        r.fail(arg, f"{what}: names no link between two different nodes")
+    if any(a == CONTROLLER and b == CONTROLLER for a, b in links):
+        r.fail(arg, f"{what}: links join a broker to a broker or to the controller")
+    return tuple(links)
+
+
+def _scope_of(links: Iterable[Link], brokers: tuple[int, ...]) -> tuple[int, IsolationScope] | None:
+    """The (broker, scope) whose isolation is exactly ``links``, if any."""
+    wanted = set(links)
+    for b in brokers:
+        for scope in ISOLATION_SCOPES:
+            if wanted == set(isolation_links(b, scope, brokers)):
+                return b, scope
+    return None
+
+
+def _link_item(form: str, link: Link, **extra: Any) -> dict[str, Any]:
+    return {form: {"from": link[0], "to": link[1], **extra}}
+
+
+# --- network ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -32,7 +174,33 @@ class Cut(Action):
     """Black-hole the given directed links (requests sent on them never arrive)."""
 
     links: tuple[Link, ...]
-    kind = "cut"
+    kind: ClassVar[str] = "cut"
+    forms: ClassVar[tuple[str, ...]] = ("cut", "isolate")
+    draw: ClassVar[Draw | None] = "net"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if form == "cut":
+            return [cls(links=_read_links(r, arg, what))]
+        if isinstance(arg, yaml.MappingNode):  # isolate: {broker: b, from: all|brokers|controller}
+            doc = r.mapping(arg, what, ("broker", "from"))
+            if "broker" not in doc:
+                r.fail(arg, f"{what}: missing 'broker'")
+            broker = r.broker(doc["broker"], f"{what}.broker")
+            scope: IsolationScope = "all"
+            if "from" in doc:
+                scope = r.string(doc["from"], f"{what}.from", ISOLATION_SCOPES)  # type: ignore[assignment]
+            return [cls(links=isolation_links(broker, scope, r.brokers))]
+        links: list[Link] = []
+        for b in r.brokers_list(arg, what):
+            links += isolation_links(b, "all", r.brokers)
+        return [cls(links=tuple(dict.fromkeys(links)))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        scoped = _scope_of(self.links, brokers)
+        if scoped is not None:
+            return [{"isolate": {"broker": scoped[0], "from": scoped[1]}}]
+        return [_link_item("cut", link) for link in self.links]
 
 
 @dataclass(frozen=True)
@@ -42,8 +210,27 @@ class Slow(Action):
     controller are held (delivered when healed) while it stays unfenced."""
 
     links: tuple[Link, ...]
-    latency_ms: int = 5000
-    kind = "slow"
+    latency_ms: int = DEFAULT_LATENCY_MS
+    kind: ClassVar[str] = "slow"
+    draw: ClassVar[Draw | None] = "net"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if isinstance(arg, yaml.MappingNode):
+            doc = r.mapping(arg, what, ("from", "to", "between", "ms"))
+            latency = r.integer(doc["ms"], f"{what}.ms", minimum=1) if "ms" in doc else DEFAULT_LATENCY_MS
+            return [cls(links=_read_links(r, arg, what, extra=("ms",)), latency_ms=latency)]
+        links: list[Link] = []
+        for b in r.brokers_list(arg, what):  # a slow replica: its links to every broker
+            links += isolation_links(b, "brokers", r.brokers)
+        return [cls(links=tuple(links))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        scoped = _scope_of(self.links, brokers)
+        if scoped is not None and scoped[1] == "brokers" and self.latency_ms == DEFAULT_LATENCY_MS:
+            return [{"slow": scoped[0]}]
+        ms = {} if self.latency_ms == DEFAULT_LATENCY_MS else {"ms": self.latency_ms}
+        return [_link_item("slow", link, **ms) for link in self.links]
 
 
 @dataclass(frozen=True)
@@ -51,26 +238,65 @@ class Heal(Action):
     """Restore the given links, or every link when ``links`` is None."""
 
     links: tuple[Link, ...] | None = None
-    kind = "heal"
+    kind: ClassVar[str] = "heal"
+    draw: ClassVar[Draw | None] = "heal"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if isinstance(arg, yaml.ScalarNode) and arg.value == "all":
+            return [cls(links=None)]
+        if isinstance(arg, yaml.MappingNode):
+            return [cls(links=_read_links(r, arg, what))]
+        links: list[Link] = []
+        for b in r.brokers_list(arg, what):
+            links += isolation_links(b, "all", r.brokers)
+        return [cls(links=tuple(links))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        if self.links is None:
+            return [{"heal": "all"}]
+        scoped = _scope_of(self.links, brokers)
+        if scoped is not None and scoped[1] == "all":
+            return [{"heal": scoped[0]}]
+        return [_link_item("heal", link) for link in self.links]
 
 
-# --- processes and disks -------------------------------------------------------------------
+# --- processes and disks ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Shutdown(Action):
+class BrokerAction(Action):
+    """An action on one broker's process; ``- <kind>: <id or [ids]>`` builds one per broker."""
+
+    broker: int
+    #: the state the broker's process is left in (None: unchanged)
+    leaves: ClassVar[Lifecycle | None] = None
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(broker=b) for b in r.brokers_list(arg, what)]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{self.kind: self.broker}]
+
+    def transitions(self) -> dict[int, Lifecycle]:
+        return {self.broker: self.leaves} if self.leaves is not None else {}
+
+
+@dataclass(frozen=True)
+class Shutdown(BrokerAction):
     """Clean shutdown: controlled shutdown, logs flushed, clean-shutdown marker written."""
 
-    broker: int
-    kind = "shutdown"
+    kind: ClassVar[str] = "shutdown"
+    leaves: ClassVar[Lifecycle | None] = "down"
 
 
 @dataclass(frozen=True)
-class Crash(Action):
+class Crash(BrokerAction):
     """The broker process dies (SIGKILL). Unclean, but nothing is lost: the page cache lives."""
 
-    broker: int
-    kind = "crash"
+    kind: ClassVar[str] = "crash"
+    leaves: ClassVar[Lifecycle | None] = "down"
 
 
 @dataclass(frozen=True)
@@ -78,81 +304,122 @@ class PowerOff(Action):
     """Lossy unclean shutdown of one or more brokers at once: unsynced data is gone."""
 
     brokers: tuple[int, ...]
-    kind = "power_off"
+    kind: ClassVar[str] = "power_off"
+    lossy: ClassVar[bool] = True
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(brokers=tuple(r.brokers_list(arg, what)))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"power_off": list(self.brokers)}]
+
+    def transitions(self) -> dict[int, Lifecycle]:
+        return dict.fromkeys(self.brokers, "down")
 
 
 @dataclass(frozen=True)
-class Restart(Action):
+class Restart(BrokerAction):
     """Start a stopped broker again on whatever its disk holds."""
 
-    broker: int
-    kind = "restart"
+    kind: ClassVar[str] = "restart"
+    leaves: ClassVar[Lifecycle | None] = "up"
 
 
 @dataclass(frozen=True)
-class ReplaceDisk(Action):
+class ReplaceDisk(BrokerAction):
     """Stop the broker uncleanly and bring it back with an empty log dir (KIP-903)."""
 
-    broker: int
-    kind = "replace_disk"
+    kind: ClassVar[str] = "replace_disk"
+    lossy: ClassVar[bool] = True
+    leaves: ClassVar[Lifecycle | None] = "up"
 
 
 @dataclass(frozen=True)
-class Pause(Action):
+class Pause(BrokerAction):
     """SIGSTOP: the broker stops answering anyone but keeps its state."""
 
-    broker: int
-    kind = "pause"
+    kind: ClassVar[str] = "pause"
+    leaves: ClassVar[Lifecycle | None] = "paused"
 
 
 @dataclass(frozen=True)
-class Resume(Action):
-    broker: int
-    kind = "resume"
+class Resume(BrokerAction):
+    """SIGCONT: a paused broker carries on where it stopped."""
+
+    kind: ClassVar[str] = "resume"
+    leaves: ClassVar[Lifecycle | None] = "up"
 
 
 @dataclass(frozen=True)
-class Flush(Action):
+class Flush(BrokerAction):
     """fsync everything the broker has written so far."""
 
-    broker: int
-    kind = "flush"
+    kind: ClassVar[str] = "flush"
 
 
-# --- workload and configuration ------------------------------------------------------------
+# --- workload and configuration ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Produce(Action):
+    """Send ``count`` records with the given acks and wait for their answers."""
+
     count: int
     acks: Acks = "all"
-    kind = "produce"
+    kind: ClassVar[str] = "produce"
+    fault: ClassVar[bool] = False
+    settles: ClassVar[bool] = False
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if isinstance(arg, yaml.ScalarNode):
+            return [cls(count=r.integer(arg, f"{what}.count", minimum=1))]
+        doc = r.mapping(arg, what, ("count", "acks"))
+        count = r.integer(doc["count"], f"{what}.count", minimum=1) if "count" in doc else 1
+        acks = r.string(doc["acks"], f"{what}.acks", ACKS) if "acks" in doc else "all"
+        return [cls(count=count, acks=acks)]  # type: ignore[arg-type]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"produce": {"count": self.count, "acks": self.acks}}]
 
 
 @dataclass(frozen=True)
 class SetMinIsr(Action):
+    """Change the topic's ``min.insync.replicas``."""
+
     value: int
-    kind = "set_min_isr"
+    kind: ClassVar[str] = "set_min_isr"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(value=r.integer(arg, what, minimum=1))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"set_min_isr": self.value}]
 
 
 @dataclass(frozen=True)
 class Wait(Action):
+    """Let time pass (a real cluster's timers run; the model has no clock)."""
+
     seconds: float
-    kind = "wait"
+    kind: ClassVar[str] = "wait"
+    settles: ClassVar[bool] = False
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(seconds=r.duration(arg, what))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"wait": f"{self.seconds}s"}]
 
 
-BROKER_ACTIONS: dict[str, type[Action]] = {
-    cls.kind: cls for cls in (Shutdown, Crash, Restart, ReplaceDisk, Pause, Resume, Flush)
-}
+#: YAML keys of every action, in the order the language documents them
+ACTION_FORMS: tuple[str, ...] = tuple(FORMS)
 
-
-def brokers_named(action: Action) -> tuple[int, ...]:
-    """Every broker id an action refers to (for validation against the cluster)."""
-    ids: list[int] = []
-    broker = getattr(action, "broker", None)
-    if isinstance(broker, int):
-        ids.append(broker)
-    ids += list(getattr(action, "brokers", ()) or ())
-    for link in getattr(action, "links", None) or ():
-        ids += [n for n in link if isinstance(n, int)]
-    return tuple(ids)
+__all__ = [
+    "ACTIONS", "ACTION_FORMS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal",
+    "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume", "SetMinIsr",
+    "Shutdown", "Slow", "Wait", "action_from_event", "unhandled",
+]

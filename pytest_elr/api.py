@@ -9,44 +9,49 @@
         ...
         assert not c.verdict().lost
 
-Each call is the same action the YAML language builds, run by the same executor, so
-expectations are awaited the same way and every call lands in the run's history.
+Every action of the language is a method named as its YAML key, taking the same arguments:
+``c.cut(from_=0, to="controller")`` is ``- cut: {from: 0, to: controller}``; one positional
+argument is the scalar form (``c.isolate(0)`` is ``- isolate: 0``), several a list
+(``c.power_off(1, 2)``), ``c.isolate(0, from_="brokers")`` the mapping with ``broker`` first.
+The arguments are read by the same parser as the YAML, so they are validated the same way, and
+errors name the calling line. Each call runs on the same executor as a YAML step.
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from pytest_elr.actions import (
-    Action,
-    Crash,
-    Cut,
-    Flush,
-    Heal,
-    Pause,
-    PowerOff,
-    Produce,
-    ReplaceDisk,
-    Restart,
-    Resume,
-    SetMinIsr,
-    Shutdown,
-    Slow,
-    Wait,
-)
+import yaml
+
+from pytest_elr.actions import FORMS, Action
 from pytest_elr.backends.base import Backend
+from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.history import History
-from pytest_elr.core.nodes import CONTROLLER, IsolationScope, Link, Node, isolation_links
 from pytest_elr.core.observation import Observation, ProduceOutcome
+from pytest_elr.core.reader import Reader
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.scenario.executor import Executor, StepContext
-from pytest_elr.scenario.schema import Scenario, Step, Verdict
-from pytest_elr.scenario.verdict import Verdict as RunVerdict
+from pytest_elr.scenario.schema import LossExpectation, Scenario, Step
 from pytest_elr.scenario.verdict import check_history
 
 _counter = itertools.count()
+#: the mapping key one positional argument fills when keyword arguments are given too
+_POSITIONAL_KEY = {"isolate": "broker", "produce": "count"}
+
+
+class _CallReader(Reader):
+    """Reads Python arguments turned into YAML; errors name the caller's file and line."""
+
+    def __init__(self, brokers: tuple[int, ...], where: tuple[str, int]) -> None:
+        super().__init__(where[0], brokers)
+        self.line = where[1]
+
+    def fail(self, node: yaml.Node | None, message: str) -> NoReturn:
+        raise ScenarioError(message, self.path, self.line)
 
 
 class ClusterHandle:
@@ -54,75 +59,52 @@ class ClusterHandle:
                  history_root: Path | None = None, name: str = "python-api") -> None:
         scenario = Scenario(
             name=name, path="<python>", description="", profiles=(profile,), cluster=cluster,
-            topic=topic, workload=None, steps=(), verdict=Verdict(),
+            topic=topic, workload=None, steps=(), verdict=LossExpectation(),
         )
         self.brokers = cluster.brokers
         self.history = History.create(history_root, scenario=name, scenario_file="<python>",
                                       backend=backend.name, profile=profile, topic=topic.name,
                                       min_insync_replicas=topic.min_insync_replicas)
         self._executor = Executor(scenario, backend, profile, self.history)
-        backend.start(cluster, topic, profile, self.history)
-        self._executor.model = getattr(backend, "model", None)
-        if self._executor.model is None:
-            from pytest_elr.backends.model import build_model
-
-            self._executor.model = build_model(cluster, topic, profile)
+        self._executor.start()
         self._ctx = StepContext(hwm_before=None)
         self._closed = False
 
-    # --- faults ------------------------------------------------------------------------------
+    # --- actions: one method per YAML form ----------------------------------------------------
 
-    def cut(self, src: Node, dst: Node, both_ways: bool = False) -> None:
-        self._do(Cut(links=_links(src, dst, both_ways)))
+    def __getattr__(self, form: str) -> Callable[..., Any]:
+        if form.startswith("_") or form not in FORMS:
+            raise AttributeError(f"{type(self).__name__} has no attribute {form!r}; actions are "
+                                 f"{', '.join(FORMS)}")
 
-    def slow(self, src: Node, dst: Node, latency_ms: int = 5000, both_ways: bool = False) -> None:
-        self._do(Slow(links=_links(src, dst, both_ways), latency_ms=latency_ms))
+        def do(*args: Any, **kwargs: Any) -> ProduceOutcome | None:
+            for action in self._parse(form, args, kwargs):
+                self._executor.apply(action, self._ctx)
+            return self._ctx.produce if form == "produce" else None
 
-    def heal(self, src: Node | None = None, dst: Node | None = None, both_ways: bool = True) -> None:
-        if src is None:
-            self._do(Heal(links=None))
-        elif dst is None:
-            self._do(Heal(links=isolation_links(int(src), "all", self.brokers)))
+        do.__name__ = form
+        return do
+
+    def do(self, action: Action) -> None:
+        """Apply an action built in Python (e.g. by a generator of your own)."""
+        self._executor.apply(action, self._ctx)
+
+    def _parse(self, form: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Action]:
+        doc: Any
+        kwargs = {k.rstrip("_"): v for k, v in kwargs.items()}  # from_ -> from
+        if kwargs:
+            if len(args) > 1 or (args and form not in _POSITIONAL_KEY):
+                raise TypeError(f"{form}(): give keyword arguments, or one positional "
+                                f"{_POSITIONAL_KEY.get(form, 'argument')}, not both")
+            doc = {_POSITIONAL_KEY[form]: args[0], **kwargs} if args else kwargs
+        elif len(args) > 1:
+            doc = list(args)
+        elif args:
+            doc = args[0]
         else:
-            self._do(Heal(links=_links(src, dst, both_ways)))
-
-    def isolate(self, broker: int, from_: IsolationScope = "all") -> None:
-        self._do(Cut(links=isolation_links(broker, from_, self.brokers)))
-
-    def shutdown(self, broker: int) -> None:
-        self._do(Shutdown(broker=broker))
-
-    def crash(self, broker: int) -> None:
-        self._do(Crash(broker=broker))
-
-    def power_off(self, *brokers: int) -> None:
-        self._do(PowerOff(brokers=tuple(brokers)))
-
-    def restart(self, broker: int) -> None:
-        self._do(Restart(broker=broker))
-
-    def replace_disk(self, broker: int) -> None:
-        self._do(ReplaceDisk(broker=broker))
-
-    def pause(self, broker: int) -> None:
-        self._do(Pause(broker=broker))
-
-    def resume(self, broker: int) -> None:
-        self._do(Resume(broker=broker))
-
-    def flush(self, broker: int) -> None:
-        self._do(Flush(broker=broker))
-
-    def set_min_isr(self, value: int) -> None:
-        self._do(SetMinIsr(value=value))
-
-    def wait(self, seconds: float) -> None:
-        self._do(Wait(seconds=seconds))
-
-    def produce(self, count: int = 1, acks: str = "all") -> ProduceOutcome:
-        self._do(Produce(count=count, acks=acks))  # type: ignore[arg-type]
-        assert self._ctx.produce is not None
-        return self._ctx.produce
+            doc = "all" if form == "heal" else None
+        node = yaml.compose(yaml.safe_dump(doc))
+        return FORMS[form].parse(form, node, _CallReader(self.brokers, _caller()), form)
 
     # --- observation ---------------------------------------------------------------------------
 
@@ -132,14 +114,14 @@ class ClusterHandle:
     def unsynced(self) -> dict[int, int]:
         """What each broker would lose to a power off right now (bytes on real Kafka, records on
         the model)."""
-        return self._executor.backend.unsynced_bytes()  # type: ignore[attr-defined]
+        return self._executor.backend.unsynced_bytes()
 
     def expect(self, timeout: float | None = None, **expected: Any) -> Observation:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
         fenced=, hwm=, produce=, rejected=, lost=, recovering=); raise ScenarioFailure if not."""
         checks: dict[str, Any] = {}
         for key, value in expected.items():
-            if key in ("isr", "elr", "last_known_elr", "fenced", "lost"):
+            if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held"):
                 checks[key] = frozenset(value)
             else:
                 checks[key] = value
@@ -151,7 +133,7 @@ class ClusterHandle:
         self._ctx = StepContext(hwm_before=self._executor.last_hwm)
         return obs
 
-    def verdict(self) -> RunVerdict:
+    def verdict(self) -> Any:
         """Heal everything, read the partition back, and judge the acks=all records."""
         ex = self._executor
         ex.finale()
@@ -166,12 +148,12 @@ class ClusterHandle:
             self._executor.backend.close()
             self.history.close("closed")
 
-    def _do(self, action: Action) -> None:
-        self._executor.apply(action, self._ctx)
 
-
-def _links(src: Node, dst: Node, both_ways: bool) -> tuple[Link, ...]:
-    for node in (src, dst):
-        if not isinstance(node, int) and node != CONTROLLER:
-            raise ValueError(f"a link joins broker ids or {CONTROLLER!r}, got {node!r}")
-    return ((src, dst), (dst, src)) if both_ways else ((src, dst),)
+def _caller() -> tuple[str, int]:
+    """The file and line of the test that called the API (the first frame outside this module)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "<python>", 0
+    return frame.f_code.co_filename, frame.f_lineno

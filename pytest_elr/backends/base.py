@@ -1,51 +1,101 @@
-"""The Backend protocol: what the scenario executor needs from a system under test.
+"""The backend contract: everything the scenario executor needs from a system under test.
 
-A backend starts a cluster for one scenario, applies actions, and reports what it observes.
-The ``model`` backend answers from the reference model in-process; the ``kafka`` backend from
-real brokers. Third-party packages add backends through the ``pytest_elr.backends`` entry-point
-group; the same YAML runs on every backend.
+A backend starts a cluster for one scenario, does actions, and reports what it observes. The
+``model`` backend answers from the reference model in-process; the ``kafka`` backend from real
+brokers. Third-party packages add backends through the ``pytest_elr.backends`` entry-point group
+and subclass :class:`Backend`; the same YAML runs on every backend.
+
+Required: ``name``, ``profiles``, ``start``, ``apply`` (one handler per action kind, listed by
+``handled_actions``), ``observe``, ``drain``, ``close``. Everything else has a default here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pytest_elr.actions import Action
-from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.observation import ConsumedRecord, Observation, Result
 
 if TYPE_CHECKING:
     from pytest_elr.core.history import History
-    from pytest_elr.core.specs import ClusterSpec, TopicSpec
+    from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
+    from pytest_elr.model.cluster import ModelCluster
+
+#: how long a real cluster gets, by default, to reach the model's predicted state after a fault
+SETTLE_TIMEOUT_S = 30.0
 
 
-@runtime_checkable
-class Backend(Protocol):
+class Session(Protocol):
+    """What a backend shares across the runs of one pytest session (e.g. a pool of clusters)."""
+
+    def close(self) -> None: ...
+
+
+class Backend(ABC):
     name: ClassVar[str]
     #: profiles this backend can run (the kafka backend cannot run ``kip966``)
     profiles: ClassVar[frozenset[str]]
     #: True when ``observe`` is final right after ``apply`` returns (no need to poll)
-    settles_instantly: ClassVar[bool]
+    settles_instantly: ClassVar[bool] = False
+    #: the Kafka release under test, when there is one (written into each history)
+    kafka_version: str | None = None
 
+    @classmethod
+    def new_session(cls) -> Session | None:
+        """Shared state for one pytest session; the plugin keeps it and closes it at the end."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def handled_actions(cls) -> set[type]:
+        """The action classes ``apply`` has a handler for (a dispatch table's keys)."""
+
+    @abstractmethod
     def start(self, cluster: ClusterSpec, topic: TopicSpec, profile: str, history: History) -> None:
-        ...
+        """A cluster of this shape with this topic, healthy, every event going to ``history``."""
 
-    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
-        ...
+    @abstractmethod
+    def apply(self, action: Action) -> Result:
+        """Do one action; returns a produce's outcome or the evidence of lossy shutdowns."""
 
+    @abstractmethod
     def observe(self) -> Observation:
-        ...
+        """The partition's state, read from the system (never inferred)."""
+
+    @abstractmethod
+    def drain(self) -> list[ConsumedRecord]:
+        """Read the partition from the beginning up to the HWM (what a consumer can see)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the cluster (a pooled one is healed for the next run)."""
+
+    # --- optional: the defaults suit an in-process backend -------------------------------------
+
+    def own_model(self) -> ModelCluster | None:
+        """The oracle, when the backend *is* the model; otherwise the executor builds a shadow
+        model fed the same actions and holds the backend to it."""
+        return None
+
+    def start_workload(self, spec: WorkloadSpec) -> bool:
+        """Start the scenario's background producer in real time. False: the backend has none, and
+        the executor sends ``spec.per_step`` records around every step instead."""
+        return False
+
+    def settle_timeout_s(self) -> float:
+        """How long the cluster may take to reach the model's state after a fault."""
+        return SETTLE_TIMEOUT_S
+
+    def nudge(self) -> None:
+        """Make a lagging follower visibly lag (Kafka shrinks the ISR only of a follower *behind*).
+        In-process backends have nothing to do."""
+        return None
 
     def unsynced_bytes(self) -> dict[int, int]:
         """Per broker, what a power off would lose right now."""
-        ...
+        return {}
 
     def protocol_errors(self) -> list[str]:
         """Errors the controller answered to leaders since the last call (e.g. INELIGIBLE_REPLICA)."""
-        ...
-
-    def drain(self) -> list[ConsumedRecord]:
-        """Read the partition from the beginning up to the HWM (what a consumer can see)."""
-        ...
-
-    def close(self) -> None:
-        ...
+        return []

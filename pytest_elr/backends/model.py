@@ -5,32 +5,31 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from pytest_elr.actions import Action, Produce
+from pytest_elr.actions import Action
+from pytest_elr.backends.base import Backend, Session
 from pytest_elr.core.history import History
-from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.observation import ConsumedRecord, Observation, Result
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
+from pytest_elr.model import build_model
 from pytest_elr.model.cluster import ModelCluster
-from pytest_elr.model.profiles import PROFILE_NAMES, Profile, Rules, UncleanRecovery, get_profile
+from pytest_elr.model.profiles import PROFILE_NAMES, Rules, get_profile
 
 
-def build_model(cluster: ClusterSpec, topic: TopicSpec, profile: str | Profile) -> ModelCluster:
-    prof = get_profile(profile) if isinstance(profile, str) else profile
-    if topic.unclean_recovery is not None:
-        prof = prof.with_unclean_recovery(UncleanRecovery(topic.unclean_recovery))
-    return ModelCluster(cluster.brokers, list(topic.replicas), topic.min_insync_replicas, prof)
-
-
-class ModelBackend:
+class ModelBackend(Backend):
     name: ClassVar[str] = "model"
     profiles: ClassVar[frozenset[str]] = frozenset(PROFILE_NAMES)
     settles_instantly: ClassVar[bool] = True
 
-    def __init__(self, rules: Rules | None = None) -> None:
+    def __init__(self, session: Session | None = None, rules: Rules | None = None) -> None:
         self._rules = rules  # a mutant of the oracle (see pytest_elr.model.mutants)
         self.model: ModelCluster | None = None
         self.history: History | None = None
         self._seen_errors = 0
         self._sends_recorded = 0
+
+    @classmethod
+    def handled_actions(cls) -> set[type]:
+        return ModelCluster.handled_actions()
 
     def start(self, cluster: ClusterSpec, topic: TopicSpec, profile: str, history: History) -> None:
         prof = get_profile(profile)
@@ -39,12 +38,14 @@ class ModelBackend:
         self.model = build_model(cluster, topic, prof)
         self.history = history
 
-    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
+    def own_model(self) -> ModelCluster | None:
+        return self.model
+
+    def apply(self, action: Action) -> Result:
         model = self._model()
         first_send = len(model.sends)
         result = model.apply(action)
-        if isinstance(action, Produce):
-            self._record_sends(first_send)
+        self._record_sends(first_send)  # a produce's records; nothing for any other action
         self._record_completions()
         return result
 

@@ -81,3 +81,7 @@ class LossEvidence:
     def bit(self) -> bool:
         """True when the fault demonstrably took data from the victim."""
         return (self.records_lost or 0) > 0 or (self.bytes_lost or 0) > 0
+
+
+#: what doing an action returns: a produce's outcome, evidence of lossy shutdowns, or nothing
+Result = ProduceOutcome | list[LossEvidence] | None

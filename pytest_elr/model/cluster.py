@@ -8,6 +8,7 @@ once its timeouts have fired. Deterministic: the same actions always give the sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import singledispatchmethod
 
 from pytest_elr.actions import (
     Action,
@@ -27,7 +28,7 @@ from pytest_elr.actions import (
     Wait,
 )
 from pytest_elr.core.nodes import CONTROLLER, Link, Node
-from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Result
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
 from pytest_elr.model.profiles import Profile
@@ -195,49 +196,95 @@ class ModelCluster:
 
     # --- actions -----------------------------------------------------------------------------
 
-    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
-        result: ProduceOutcome | list[LossEvidence] | None = None
-        if isinstance(action, Cut):
-            self.cut |= set(action.links)
-            self._note_down(action.links)
-        elif isinstance(action, Slow):
-            self.slow |= set(action.links)
-        elif isinstance(action, Heal):
-            links = set(action.links) if action.links is not None else self.cut | self.slow
-            self.cut -= links
-            self.slow -= links
-        elif isinstance(action, Shutdown):
-            self._stop(action.broker, clean=True)
-        elif isinstance(action, Crash):
-            self._stop(action.broker, clean=False)
-        elif isinstance(action, PowerOff):
-            result = [self._power_off(b) for b in action.brokers]
-        elif isinstance(action, Restart):
-            self._start(action.broker)
-        elif isinstance(action, ReplaceDisk):
-            result = [self._replace_disk(action.broker)]
-        elif isinstance(action, Pause):
-            self._running(action.broker).paused = True
-            self._note_down_broker(action.broker)
-        elif isinstance(action, Resume):
-            self.brokers[action.broker].paused = False
-        elif isinstance(action, Flush):
-            log = self.logs.get(action.broker)
-            if log is not None:
-                log.flushed = log.leo
-        elif isinstance(action, Produce):
-            result = self._produce(action)
-        elif isinstance(action, SetMinIsr):
-            self.min_isr = action.value
-            controller.change_min_isr(self.part, action.value, self.ctx)
-        elif isinstance(action, Wait):
-            pass
-        else:  # pragma: no cover - the language only builds the actions above
-            raise ModelError(f"the model does not know action {action.kind!r}")
+    def apply(self, action: Action) -> Result:
+        result = self._do(action)
         self.settle()
         if isinstance(result, ProduceOutcome):
             self._finish_produce()
         return result
+
+    @classmethod
+    def handled_actions(cls) -> set[type]:
+        return set(cls.__dict__["_do"].dispatcher.registry)
+
+    # One handler per action: what it does to the model's state before the cluster settles.
+
+    @singledispatchmethod
+    def _do(self, action: Action) -> Result:
+        raise ModelError(f"the model does not know action {action.kind!r}")
+
+    @_do.register
+    def _(self, action: Cut) -> Result:
+        self.cut |= set(action.links)
+        self._note_down(action.links)
+        return None
+
+    @_do.register
+    def _(self, action: Slow) -> Result:
+        self.slow |= set(action.links)
+        return None
+
+    @_do.register
+    def _(self, action: Heal) -> Result:
+        links = set(action.links) if action.links is not None else self.cut | self.slow
+        self.cut -= links
+        self.slow -= links
+        return None
+
+    @_do.register
+    def _(self, action: Shutdown) -> Result:
+        self._stop(action.broker, clean=True)
+        return None
+
+    @_do.register
+    def _(self, action: Crash) -> Result:
+        self._stop(action.broker, clean=False)
+        return None
+
+    @_do.register
+    def _(self, action: PowerOff) -> Result:
+        return [self._power_off(b) for b in action.brokers]
+
+    @_do.register
+    def _(self, action: Restart) -> Result:
+        self._start(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: ReplaceDisk) -> Result:
+        return [self._replace_disk(action.broker)]
+
+    @_do.register
+    def _(self, action: Pause) -> Result:
+        self._running(action.broker).paused = True
+        self._note_down_broker(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: Resume) -> Result:
+        self.brokers[action.broker].paused = False
+        return None
+
+    @_do.register
+    def _(self, action: Flush) -> Result:
+        log = self.logs.get(action.broker)
+        if log is not None:
+            log.flushed = log.leo
+        return None
+
+    @_do.register
+    def _(self, action: Produce) -> Result:
+        return self._produce(action)
+
+    @_do.register
+    def _(self, action: SetMinIsr) -> Result:
+        self.min_isr = action.value
+        controller.change_min_isr(self.part, action.value, self.ctx)
+        return None
+
+    @_do.register
+    def _(self, action: Wait) -> Result:
+        return None  # the model has no clock: its timeouts fire in every settle
 
     def _running(self, broker: int) -> Broker:
         b = self.brokers[broker]

@@ -12,14 +12,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_elr.actions import action_from_event
+
 #: runs shorter than this are drawn by event index
 TIME_AXIS_MIN_SPAN_S = 1.0
 
 AxisMode = Literal["auto", "time", "events"]
-#: a fault that stops a broker, and the actions that bring it back
-_STOPS = {"shutdown": "down", "crash": "down", "power_off": "down", "pause": "paused"}
-_STARTS = {"restart", "power_on", "resume"}
-_NET = {"cut", "slow"}
 
 
 @dataclass
@@ -198,19 +196,17 @@ def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> 
             action, args = str(e.get("action")), e.get("args") or {}
             label = _fault_label(action, args)
             tl.marks.append(Mark(x, "fault", label, f"{e.get('step')}: {action} {args}"))
-            if action in _STOPS:
-                for b in _targets(args):
-                    if b not in stopped:
-                        stopped[b] = Interval(x, tl.hi, _STOPS[action], f"{action} {b}", b)
-                        tl.intervals.append(stopped[b])
-            elif action in _STARTS:
-                for b in _targets(args):
-                    if b in stopped:
-                        stopped.pop(b).x1 = x
-            elif action in _NET:
+            what = action_from_event(e)  # None: an action this version does not know (a mark only)
+            for b, state in (what.transitions() if what is not None else {}).items():
+                if state == "up" and b in stopped:
+                    stopped.pop(b).x1 = x
+                elif state != "up" and b not in stopped:
+                    stopped[b] = Interval(x, tl.hi, state, f"{action} {b}", b)
+                    tl.intervals.append(stopped[b])
+            if what is not None and what.draw == "net":
                 links = {tuple(link) for link in args.get("links") or []}
                 net.append((Interval(x, tl.hi, "net", label), links))
-            elif action == "heal":
+            elif what is not None and what.draw == "heal":
                 healed = {tuple(link) for link in args.get("links") or []}
                 for interval, links in net:
                     if interval.x1 == tl.hi and links:

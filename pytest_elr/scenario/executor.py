@@ -12,32 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_elr.actions import (
-    Action,
-    Crash,
-    Heal,
-    Pause,
-    PowerOff,
-    Produce,
-    ReplaceDisk,
-    Restart,
-    Resume,
-    Shutdown,
-    Wait,
-)
+from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume
 from pytest_elr.backends.base import Backend
-from pytest_elr.backends.model import ModelBackend, build_model
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
 from pytest_elr.core.observation import LossEvidence, Observation, ProduceOutcome
-from pytest_elr.model import invariants
+from pytest_elr.model import build_model, invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.scenario.schema import Scenario, Step
 from pytest_elr.scenario.verdict import Checker, Verdict, inline_checker
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
-#: how long a real cluster gets to reach the model's predicted state after each fault
-SETTLE_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.25
 
 
@@ -82,26 +67,31 @@ class Executor:
         self.expected_loss = scenario.verdict.for_profile(profile)
         self.violations: list[str] = []
         self.losses: list[LossEvidence] = []
-        self.stopped: set[int] = set()
-        self.paused: set[int] = set()
+        #: brokers whose process an action left down or paused (the finale brings them back)
+        self.lifecycle: dict[int, Lifecycle] = {}
         self.last_hwm: int | None = None
         # The oracle: the backend's own model, or a shadow model fed the same actions.
         self.model: ModelCluster | None = None
-        self._shadow = not isinstance(backend, ModelBackend)
+        self._shadow = True
+        self._background = False  # the executor sends the workload's records around each step
 
     # --- the run -------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def start(self) -> None:
+        """Start the backend and its oracle: the one start path of YAML runs and the Python API."""
         s = self.scenario
         self.backend.start(s.cluster, s.topic, self.profile, self.history)
-        if isinstance(self.backend, ModelBackend):
-            self.model = self.backend.model
-        else:
-            self.model = build_model(s.cluster, s.topic, self.profile)
+        own = self.backend.own_model()
+        self._shadow = own is None
+        self.model = own if own is not None else build_model(s.cluster, s.topic, self.profile)
         self._observe_and_record()
-        start_workload = getattr(self.backend, "start_workload", None)
-        if s.workload is not None and start_workload is not None:
-            start_workload(s.workload)  # real time: a producer thread for the whole run
+        if s.workload is not None:
+            # Real time: a producer for the whole run, or records sent around every step.
+            self._background = not self.backend.start_workload(s.workload) and s.workload.per_step > 0
+
+    def run(self) -> None:
+        s = self.scenario
+        self.start()
         for step in s.steps:
             self._step(step)
         if s.finale:
@@ -117,7 +107,7 @@ class Executor:
         self.history.record("step", phase="begin", line=step.line, note=step.note)
         ctx = StepContext(hwm_before=self.last_hwm)
         workload = self.scenario.workload
-        background = workload is not None and self.backend.settles_instantly and workload.per_step
+        background = self._background
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), ctx, record=False)  # type: ignore[union-attr,arg-type]
         for action in step.actions:
@@ -130,16 +120,16 @@ class Executor:
         self.history.record("step", phase="end")
 
     def apply(self, action: Action, ctx: StepContext, record: bool = True) -> None:
-        if record and not isinstance(action, Produce):
+        if record and action.fault:
             self.history.record("fault", **action.describe())
-        self._track(action)
+        self.lifecycle.update(action.transitions())
         result = self.backend.apply(action)
         if self._shadow and self.model is not None:
             try:
                 self.model.apply(action)
             except ModelError as exc:
                 self.history.record("model_error", message=str(exc))
-            if not isinstance(action, (Produce, Wait)):
+            if action.settles:
                 self._settle_like_model(action)
         if isinstance(result, ProduceOutcome):
             ctx.produce = result
@@ -167,7 +157,6 @@ class Executor:
         # Followers the model has fetched everything: the next fault may depend on it (a leader
         # asks to add a follower to the ISR only once it has caught up).
         caught_up = self.model.caught_up_followers()
-        nudge = getattr(self.backend, "nudge", None)
 
         def check(obs: Observation) -> list[str]:
             differences = compare(want, obs, StepContext(hwm_before=None))
@@ -177,41 +166,26 @@ class Executor:
             # Only a follower that must leave the ISR for lagging (not for being fenced) needs
             # traffic; elsewhere extra records would blur what a lossy shutdown took.
             lagging = set(obs.isr) - want["isr"] - want["fenced"]
-            if differences and lagging and nudge is not None:
-                nudge()
+            if differences and lagging:
+                self.backend.nudge()
             return differences
 
-        obs, differences = self._poll(check, self._settle_timeout())
+        obs, differences = self._poll(check, self.backend.settle_timeout_s())
         if differences:
             self.history.record("disagreement", after=action.kind, differences=differences,
                                 observed=obs.as_event(), model=m.as_event())
-
-    def _settle_timeout(self) -> float:
-        # A backend whose fencing waits for a long session timeout says how long to allow.
-        custom = getattr(self.backend, "settle_timeout_s", None)
-        return max(SETTLE_TIMEOUT_S, custom()) if custom is not None else SETTLE_TIMEOUT_S
-
-    def _track(self, action: Action) -> None:
-        if isinstance(action, (Shutdown, Crash)):
-            self.stopped.add(action.broker)
-        elif isinstance(action, PowerOff):
-            self.stopped |= set(action.brokers)
-        elif isinstance(action, (Restart, ReplaceDisk)):
-            self.stopped.discard(action.broker)
-        elif isinstance(action, Pause):
-            self.paused.add(action.broker)
-        elif isinstance(action, Resume):
-            self.paused.discard(action.broker)
 
     def finale(self) -> None:
         """Heal every link and bring every broker back, so what survived can be read."""
         self.history.step = "finale"
         ctx = StepContext(hwm_before=self.last_hwm)
         self.apply(Heal(links=None), ctx)
-        for broker in sorted(self.paused):
-            self.apply(Resume(broker=broker), ctx)
-        for broker in sorted(self.stopped):
-            self.apply(Restart(broker=broker), ctx)
+        for broker, state in sorted(self.lifecycle.items()):
+            if state == "paused":
+                self.apply(Resume(broker=broker), ctx)
+        for broker, state in sorted(self.lifecycle.items()):
+            if state == "down":
+                self.apply(Restart(broker=broker), ctx)
         if not self.backend.settles_instantly:
             self._poll(lambda obs: [] if obs.leader is not None else ["no leader yet"],
                        DEFAULT_STEP_TIMEOUT_S)
@@ -221,7 +195,7 @@ class Executor:
 
     def await_expectations(self, step: Step, ctx: StepContext) -> Observation:
         expected = self._expected(step)
-        timeout = step.timeout_s or max(DEFAULT_STEP_TIMEOUT_S, self._settle_timeout())
+        timeout = step.timeout_s or max(DEFAULT_STEP_TIMEOUT_S, self.backend.settle_timeout_s())
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
         if mismatches:
@@ -367,7 +341,7 @@ def run_scenario(
     started = time.monotonic()
     history = History.create(
         history_root, scenario=scenario.name, scenario_file=scenario.path, backend=backend.name,
-        profile=profile, kafka_version=getattr(backend, "kafka_version", None),
+        profile=profile, kafka_version=backend.kafka_version,
         topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
     )
     executor = Executor(scenario, backend, profile, history)
@@ -399,7 +373,7 @@ def run_scenario(
 
 def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> str | None:
     """None when the run's verdict is the one the scenario expects, else why not."""
-    lossy = any(isinstance(a, (PowerOff, ReplaceDisk)) for s in scenario.steps for a in s.actions)
+    lossy = any(a.lossy for s in scenario.steps for a in s.actions)
     bit = any(loss.bit for loss in ex.losses)
     head = f"{scenario.path}: verdict on backend {ex.backend.name}, profile {profile}: "
     if lossy and not bit:

@@ -34,7 +34,9 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class LossExpectation:
+    """What the scenario expects the checker to find about acks=all records (its ``verdict:`` key)."""
+
     acked_loss: str = "none"  # "none" or "found" (a negative control)
     by_profile: Mapping[str, str] = field(default_factory=dict)
 
@@ -52,7 +54,7 @@ class Scenario:
     topic: TopicSpec
     workload: WorkloadSpec | None
     steps: tuple[Step, ...]
-    verdict: Verdict
+    verdict: LossExpectation
     finale: bool = True  # heal every link and restart every broker before the final read
     line: int = 1
     #: Backends the scenario can be staged on (None: all), and why the others cannot.
