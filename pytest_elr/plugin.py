@@ -15,6 +15,7 @@ import pytest
 
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
+from pytest_elr.backends.base import Backend, Session
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
@@ -26,6 +27,8 @@ from pytest_elr.scenario.verdict import CHECKERS
 SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
 RESULTS = pytest.StashKey[list[RunResult]]()
 HISTORY_DIR = pytest.StashKey[Path]()
+#: per backend name, what its runs share for the session (e.g. the kafka backend's cluster pool)
+SESSIONS = pytest.StashKey[dict[str, Session | None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,7 +114,7 @@ class ScenarioItem(pytest.Item):
         self.add_marker("elr_scenario")
 
     def runtest(self) -> None:
-        backend = _backend_class(self.config)()
+        backend = _new_backend(self.config)
         checker = CHECKERS[self.config.getoption("elr_checker")]
         result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config), checker)
         self.config.stash[RESULTS].append(result)
@@ -128,8 +131,17 @@ class ScenarioItem(pytest.Item):
         return self.path, self.scenario.line - 1, f"{self.scenario.name} [{self.profile}]"
 
 
-def _backend_class(config: pytest.Config) -> Any:
+def _backend_class(config: pytest.Config) -> type[Backend]:
     return load_backend(config.getoption("elr_backend"))
+
+
+def _new_backend(config: pytest.Config) -> Backend:
+    """A backend for one run, sharing the session's state (the kafka backend's cluster pool)."""
+    cls = _backend_class(config)
+    sessions = config.stash.setdefault(SESSIONS, {})
+    if cls.name not in sessions:
+        sessions[cls.name] = cls.new_session()
+    return cls(session=sessions[cls.name])  # type: ignore[call-arg]
 
 
 def _history_dir(config: pytest.Config) -> Path | None:
@@ -157,11 +169,6 @@ def _verdict_word(result: RunResult) -> str:
 
 
 @pytest.fixture
-def elr_backend_name(request: pytest.FixtureRequest) -> str:
-    return str(request.config.getoption("elr_backend"))
-
-
-@pytest.fixture
 def elr_profile(request: pytest.FixtureRequest) -> str:
     marker = request.node.get_closest_marker("elr_profile")
     if marker is not None:
@@ -173,14 +180,13 @@ def elr_profile(request: pytest.FixtureRequest) -> str:
 def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Callable[..., ClusterHandle]]:
     """Factory of cluster handles on the selected backend; every handle is closed afterwards."""
     handles: list[ClusterHandle] = []
-    backend_cls = _backend_class(request.config)
 
     def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_isr: int = 2,
              controllers: int = 1, profile: str | None = None, topic: str = "elr-test") -> ClusterHandle:
         ids = tuple(range(brokers)) if isinstance(brokers, int) else tuple(brokers)
         spec = ClusterSpec(brokers=ids, controllers=controllers)
         topic_spec = TopicSpec(name=topic, replicas=tuple(replicas or ids), min_insync_replicas=min_isr)
-        handle = ClusterHandle(backend_cls(), profile or elr_profile, spec, topic_spec,
+        handle = ClusterHandle(_new_backend(request.config), profile or elr_profile, spec, topic_spec,
                                _history_dir(request.config), name=request.node.name)
         handles.append(handle)
         return handle
@@ -191,9 +197,10 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Ca
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    kafka = sys.modules.get("pytest_elr.backends.kafka")
-    if kafka is not None:
-        kafka.close_pool()  # pooled real clusters live until the session ends
+    for shared in session.config.stash.get(SESSIONS, {}).values():
+        if shared is not None:
+            shared.close()  # pooled real clusters live until the session ends
+    session.config.stash[SESSIONS] = {}
     spark = sys.modules.get("pytest_elr.analysis.session")
     if spark is not None:
         spark.stop_spark()

@@ -1,4 +1,8 @@
-"""Backends: where a scenario runs. Found through the ``pytest_elr.backends`` entry points."""
+"""Backends: where a scenario runs, found through the ``pytest_elr.backends`` entry points.
+
+The built-in ``model`` and ``kafka`` backends are registered there by this package's own
+metadata (pyproject.toml), exactly as a third-party backend registers itself.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +11,20 @@ from importlib.metadata import entry_points
 from pytest_elr.backends.base import Backend
 from pytest_elr.core.errors import BackendError
 
+GROUP = "pytest_elr.backends"
+
 
 def available_backends() -> dict[str, str]:
-    """Backend name -> "module:Class", built-ins first, then installed plugins."""
-    found = {
-        "model": "pytest_elr.backends.model:ModelBackend",
-        "kafka": "pytest_elr.backends.kafka:KafkaBackend",
-    }
-    for ep in entry_points(group="pytest_elr.backends"):
-        found.setdefault(ep.name, ep.value)
-    return found
+    """Backend name -> "module:Class", from every installed distribution."""
+    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
 def load_backend(name: str) -> type[Backend]:
     known = available_backends()
     if name not in known:
-        raise BackendError(f"unknown backend {name!r}; available: {', '.join(sorted(known))}")
-    module_name, _, attr = known[name].partition(":")
-    module = __import__(module_name, fromlist=[attr])
-    return getattr(module, attr)
+        raise BackendError(f"unknown backend {name!r}; available: {', '.join(sorted(known)) or 'none'} "
+                           f"(backends register in the {GROUP!r} entry-point group)")
+    return next(ep for ep in entry_points(group=GROUP) if ep.name == name).load()
 
 
 __all__ = ["Backend", "BackendError", "available_backends", "load_backend"]
