@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 
+from pytest_elr.core.limits import MAX_LATENCY_MS, MAX_MIN_ISR, MAX_PRODUCE, MAX_WAIT_S
 from pytest_elr.core.nodes import CONTROLLER, ISOLATION_SCOPES, IsolationScope, Link, Node, isolation_links
 from pytest_elr.core.reader import Reader
 
@@ -102,6 +103,14 @@ class Action:
         """The state each broker's process is left in (empty: no process changes)."""
         return {}
 
+    def refused_in(self, states: Mapping[int, Lifecycle]) -> str | None:
+        """Why the action cannot be done with brokers in ``states`` (None: it can)."""
+        return None
+
+    def records(self) -> int:
+        """Records the action sends (for the scenario's bound on records)."""
+        return 0
+
 
 def action_from_event(event: Mapping[str, Any]) -> Action | None:
     """The action a history's ``fault`` event describes (None: a kind this version does not know)."""
@@ -118,6 +127,19 @@ def unhandled(handled: Iterable[type]) -> list[str]:
     """Kinds of action that no class in ``handled`` (a dispatch table's keys) covers."""
     have = set(handled)
     return sorted(kind for kind, cls in ACTIONS.items() if cls not in have)
+
+
+_RUNNING: frozenset[Lifecycle] = frozenset({"up", "paused"})
+_SAYS: dict[Lifecycle, str] = {"up": "running", "down": "stopped", "paused": "paused"}
+
+
+def _refused(needs: frozenset[Lifecycle] | None, brokers: list[int], states: Mapping[int, Lifecycle]) -> str | None:
+    for b in brokers:
+        state = states.get(b, "up")
+        if needs is not None and state not in needs:
+            wanted = " or ".join(sorted(_SAYS[s] for s in needs))
+            return f"broker {b} is {_SAYS[state]} at this point, the action needs it {wanted}"
+    return None
 
 
 def _tuples(value: Any) -> Any:
@@ -218,7 +240,9 @@ class Slow(Action):
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
         if isinstance(arg, yaml.MappingNode):
             doc = r.mapping(arg, what, ("from", "to", "between", "ms"))
-            latency = r.integer(doc["ms"], f"{what}.ms", minimum=1) if "ms" in doc else DEFAULT_LATENCY_MS
+            latency = DEFAULT_LATENCY_MS
+            if "ms" in doc:
+                latency = r.integer(doc["ms"], f"{what}.ms", minimum=1, maximum=MAX_LATENCY_MS)
             return [cls(links=_read_links(r, arg, what, extra=("ms",)), latency_ms=latency)]
         links: list[Link] = []
         for b in r.brokers_list(arg, what):  # a slow replica: its links to every broker
@@ -271,6 +295,8 @@ class BrokerAction(Action):
     broker: int
     #: the state the broker's process is left in (None: unchanged)
     leaves: ClassVar[Lifecycle | None] = None
+    #: the states the broker's process must be in (None: any)
+    needs: ClassVar[frozenset[Lifecycle] | None] = None
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
@@ -282,12 +308,16 @@ class BrokerAction(Action):
     def transitions(self) -> dict[int, Lifecycle]:
         return {self.broker: self.leaves} if self.leaves is not None else {}
 
+    def refused_in(self, states: Mapping[int, Lifecycle]) -> str | None:
+        return _refused(self.needs, [self.broker], states)
+
 
 @dataclass(frozen=True)
 class Shutdown(BrokerAction):
     """Clean shutdown: controlled shutdown, logs flushed, clean-shutdown marker written."""
 
     kind: ClassVar[str] = "shutdown"
+    needs: ClassVar[frozenset[Lifecycle] | None] = _RUNNING
     leaves: ClassVar[Lifecycle | None] = "down"
 
 
@@ -296,6 +326,7 @@ class Crash(BrokerAction):
     """The broker process dies (SIGKILL). Unclean, but nothing is lost: the page cache lives."""
 
     kind: ClassVar[str] = "crash"
+    needs: ClassVar[frozenset[Lifecycle] | None] = _RUNNING
     leaves: ClassVar[Lifecycle | None] = "down"
 
 
@@ -317,12 +348,16 @@ class PowerOff(Action):
     def transitions(self) -> dict[int, Lifecycle]:
         return dict.fromkeys(self.brokers, "down")
 
+    def refused_in(self, states: Mapping[int, Lifecycle]) -> str | None:
+        return _refused(_RUNNING, list(self.brokers), states)
+
 
 @dataclass(frozen=True)
 class Restart(BrokerAction):
     """Start a stopped broker again on whatever its disk holds."""
 
     kind: ClassVar[str] = "restart"
+    needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"down"})
     leaves: ClassVar[Lifecycle | None] = "up"
 
 
@@ -340,6 +375,7 @@ class Pause(BrokerAction):
     """SIGSTOP: the broker stops answering anyone but keeps its state."""
 
     kind: ClassVar[str] = "pause"
+    needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"up"})
     leaves: ClassVar[Lifecycle | None] = "paused"
 
 
@@ -348,6 +384,7 @@ class Resume(BrokerAction):
     """SIGCONT: a paused broker carries on where it stopped."""
 
     kind: ClassVar[str] = "resume"
+    needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"paused"})
     leaves: ClassVar[Lifecycle | None] = "up"
 
 
@@ -374,14 +411,17 @@ class Produce(Action):
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
         if isinstance(arg, yaml.ScalarNode):
-            return [cls(count=r.integer(arg, f"{what}.count", minimum=1))]
+            return [cls(count=r.integer(arg, f"{what}.count", minimum=1, maximum=MAX_PRODUCE))]
         doc = r.mapping(arg, what, ("count", "acks"))
-        count = r.integer(doc["count"], f"{what}.count", minimum=1) if "count" in doc else 1
+        count = r.integer(doc["count"], f"{what}.count", minimum=1, maximum=MAX_PRODUCE) if "count" in doc else 1
         acks = r.string(doc["acks"], f"{what}.acks", ACKS) if "acks" in doc else "all"
         return [cls(count=count, acks=acks)]  # type: ignore[arg-type]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
         return [{"produce": {"count": self.count, "acks": self.acks}}]
+
+    def records(self) -> int:
+        return self.count
 
 
 @dataclass(frozen=True)
@@ -393,7 +433,7 @@ class SetMinIsr(Action):
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        return [cls(value=r.integer(arg, what, minimum=1))]
+        return [cls(value=r.integer(arg, what, minimum=1, maximum=MAX_MIN_ISR))]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
         return [{"set_min_isr": self.value}]
@@ -409,7 +449,7 @@ class Wait(Action):
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        return [cls(seconds=r.duration(arg, what))]
+        return [cls(seconds=r.duration(arg, what, MAX_WAIT_S))]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
         return [{"wait": f"{self.seconds}s"}]

@@ -23,35 +23,23 @@ import itertools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
-
-import yaml
+from typing import Any
 
 from pytest_elr.actions import FORMS, Action
 from pytest_elr.backends.base import Backend
 from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.history import History
+from pytest_elr.core.limits import MAX_STEP_TIMEOUT_S
 from pytest_elr.core.observation import Observation, ProduceOutcome
-from pytest_elr.core.reader import Reader
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.scenario.executor import Executor, StepContext
+from pytest_elr.scenario.loader import actions_from_python, expectation_from_python
 from pytest_elr.scenario.schema import LossExpectation, Scenario, Step
 from pytest_elr.scenario.verdict import check_history
 
 _counter = itertools.count()
 #: the mapping key one positional argument fills when keyword arguments are given too
 _POSITIONAL_KEY = {"isolate": "broker", "produce": "count"}
-
-
-class _CallReader(Reader):
-    """Reads Python arguments turned into YAML; errors name the caller's file and line."""
-
-    def __init__(self, brokers: tuple[int, ...], where: tuple[str, int]) -> None:
-        super().__init__(where[0], brokers)
-        self.line = where[1]
-
-    def fail(self, node: yaml.Node | None, message: str) -> NoReturn:
-        raise ScenarioError(message, self.path, self.line)
 
 
 class ClusterHandle:
@@ -73,13 +61,15 @@ class ClusterHandle:
     # --- actions: one method per YAML form ----------------------------------------------------
 
     def __getattr__(self, form: str) -> Callable[..., Any]:
-        if form.startswith("_") or form not in FORMS:
-            raise AttributeError(f"{type(self).__name__} has no attribute {form!r}; actions are "
-                                 f"{', '.join(FORMS)}")
+        if form.startswith("_"):
+            raise AttributeError(form)
+        if form not in FORMS:  # a typo of an action: say so at the caller's line
+            actions_from_python(form, None, self.brokers, _caller())
 
         def do(*args: Any, **kwargs: Any) -> ProduceOutcome | None:
-            for action in self._parse(form, args, kwargs):
-                self._executor.apply(action, self._ctx)
+            where = _caller()
+            for action in actions_from_python(form, _arguments(form, args, kwargs, where), self.brokers, where):
+                self._apply(action, where)
             return self._ctx.produce if form == "produce" else None
 
         do.__name__ = form
@@ -87,24 +77,14 @@ class ClusterHandle:
 
     def do(self, action: Action) -> None:
         """Apply an action built in Python (e.g. by a generator of your own)."""
-        self._executor.apply(action, self._ctx)
+        self._apply(action, _caller())
 
-    def _parse(self, form: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Action]:
-        doc: Any
-        kwargs = {k.rstrip("_"): v for k, v in kwargs.items()}  # from_ -> from
-        if kwargs:
-            if len(args) > 1 or (args and form not in _POSITIONAL_KEY):
-                raise TypeError(f"{form}(): give keyword arguments, or one positional "
-                                f"{_POSITIONAL_KEY.get(form, 'argument')}, not both")
-            doc = {_POSITIONAL_KEY[form]: args[0], **kwargs} if args else kwargs
-        elif len(args) > 1:
-            doc = list(args)
-        elif args:
-            doc = args[0]
-        else:
-            doc = "all" if form == "heal" else None
-        node = yaml.compose(yaml.safe_dump(doc))
-        return FORMS[form].parse(form, node, _CallReader(self.brokers, _caller()), form)
+    def _apply(self, action: Action, where: tuple[str, int]) -> None:
+        # The loader refuses impossible sequences before a YAML run; a script learns at the call.
+        problem = action.refused_in(self._executor.lifecycle)
+        if problem is not None:
+            raise ScenarioError(f"{action.kind}: {problem}", *where)
+        self._executor.apply(action, self._ctx)
 
     # --- observation ---------------------------------------------------------------------------
 
@@ -119,14 +99,13 @@ class ClusterHandle:
     def expect(self, timeout: float | None = None, **expected: Any) -> Observation:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
         fenced=, hwm=, produce=, rejected=, lost=, recovering=); raise ScenarioFailure if not."""
-        checks: dict[str, Any] = {}
-        for key, value in expected.items():
-            if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held"):
-                checks[key] = frozenset(value)
-            else:
-                checks[key] = value
+        where = _caller()
+        checks = expectation_from_python(expected, self.brokers, where)
+        if timeout is not None and not 0 < timeout <= MAX_STEP_TIMEOUT_S:
+            raise ScenarioError(f"expect: timeout must be more than 0 and at most {MAX_STEP_TIMEOUT_S:g}s, "
+                                f"got {timeout!r}", *where)
         label = f"expect-{next(_counter)}"
-        step = Step(label=label, line=0, actions=(), expect=checks, timeout_s=timeout)
+        step = Step(label=label, line=where[1], actions=(), expect=checks, timeout_s=timeout)
         self._ctx.protocol_errors += self._executor.backend.protocol_errors()
         obs = self._executor.await_expectations(step, self._ctx)
         self._executor.check_invariants(step, obs)
@@ -147,6 +126,21 @@ class ClusterHandle:
             self._closed = True
             self._executor.backend.close()
             self.history.close("closed")
+
+
+def _arguments(form: str, args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[str, int]) -> Any:
+    """Python arguments as the YAML value of ``- <form>: <value>``."""
+    kwargs = {k.rstrip("_"): v for k, v in kwargs.items()}  # from_ -> from
+    if kwargs:
+        if len(args) > 1 or (args and form not in _POSITIONAL_KEY):
+            raise ScenarioError(f"{form}: give keyword arguments, or one positional "
+                                f"{_POSITIONAL_KEY.get(form, 'argument')} with them, not several", *where)
+        return {_POSITIONAL_KEY[form]: args[0], **kwargs} if args else kwargs
+    if len(args) > 1:
+        return list(args)
+    if args:
+        return args[0]
+    return "all" if form == "heal" else None
 
 
 def _caller() -> tuple[str, int]:

@@ -17,10 +17,10 @@ from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend, Session
 from pytest_elr.core.errors import BackendError, ScenarioError
-from pytest_elr.core.specs import ClusterSpec, TopicSpec
+from pytest_elr.core.limits import MAX_BROKERS
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, run_scenario
-from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.verdict import CHECKERS
 
@@ -55,10 +55,43 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "elr_real_cluster: needs Docker and the project's images")
     config.addinivalue_line("markers", "elr_profile(name): profile a Python-API test runs under")
     config.stash[RESULTS] = []
+    _check_options(config)
     version = config.getoption("elr_kafka_version", None)
     if version:
         os.environ["PYTEST_ELR_KAFKA_VERSION"] = version  # read by the kafka backend (and xdist workers)
     _stop_on_sigterm()
+
+
+def _check_options(config: pytest.Config) -> None:
+    """Bad options are usage errors before any test runs, not a failure per test or at the end."""
+    try:
+        load_backend(config.getoption("elr_backend"))
+    except BackendError as exc:
+        raise pytest.UsageError(f"--elr-backend: {exc}") from None
+    history = config.getoption("elr_history_dir")
+    if history:
+        problem = _unwritable_dir(Path(history))
+        if problem:
+            raise pytest.UsageError(f"--elr-history-dir {history}: {problem}")
+    report = config.getoption("elr_report")
+    if report:
+        path = Path(report)
+        problem = "is a directory, expected a file path" if path.is_dir() else _unwritable_dir(path.parent)
+        if problem:
+            raise pytest.UsageError(f"--elr-report {report}: {problem}")
+
+
+def _unwritable_dir(path: Path) -> str | None:
+    """Why files cannot be written in directory ``path`` (created if missing), or None."""
+    if path.exists() and not path.is_dir():
+        return "exists and is not a directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot be created: {exc.strerror}"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "is not writable"
+    return None
 
 
 def _stop_on_sigterm() -> None:
@@ -131,6 +164,17 @@ class ScenarioItem(pytest.Item):
         return self.path, self.scenario.line - 1, f"{self.scenario.name} [{self.profile}]"
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A Python test that misuses the API, or whose expectation fails, gets the message that
+    names its own line -- not pytest's traceback through the plugin."""
+    report = yield
+    error = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(error, (ScenarioError, ScenarioFailure)) and not isinstance(item, ScenarioItem):
+        report.longrepr = str(error)
+    return report
+
+
 def _backend_class(config: pytest.Config) -> type[Backend]:
     return load_backend(config.getoption("elr_backend"))
 
@@ -183,10 +227,19 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Ca
 
     def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_isr: int = 2,
              controllers: int = 1, profile: str | None = None, topic: str = "elr-test") -> ClusterHandle:
-        ids = tuple(range(brokers)) if isinstance(brokers, int) else tuple(brokers)
-        spec = ClusterSpec(brokers=ids, controllers=controllers)
-        topic_spec = TopicSpec(name=topic, replicas=tuple(replicas or ids), min_insync_replicas=min_isr)
-        handle = ClusterHandle(_new_backend(request.config), profile or elr_profile, spec, topic_spec,
+        # Validated as a scenario's cluster and topic: errors name the test's own line.
+        frame = sys._getframe(1)
+        where = (frame.f_code.co_filename, frame.f_lineno)
+        ids = list(range(brokers)) if isinstance(brokers, int) and 0 < brokers <= MAX_BROKERS else brokers
+        spec, topic_spec = cluster_and_topic_from_python(
+            {"brokers": ids, "controllers": controllers},
+            {"name": topic, "replicas": ids if replicas is None else replicas, "min_insync_replicas": min_isr},
+            where)
+        chosen = profile or elr_profile
+        if chosen not in PROFILE_NAMES:
+            raise ScenarioError(f"elr_cluster: unknown profile {chosen!r}; expected one of "
+                                f"{', '.join(PROFILE_NAMES)}", *where)
+        handle = ClusterHandle(_new_backend(request.config), chosen, spec, topic_spec,
                                _history_dir(request.config), name=request.node.name)
         handles.append(handle)
         return handle

@@ -69,9 +69,10 @@ steps:
 """)
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline")
     result.assert_outcomes(failed=1)
+    # The mismatch comes first, at the failing key's own line (what pytest's short summary shows).
     result.stdout.fnmatch_lines([
-        "*step T0 (*wrong.elr.yaml:5) on backend model, profile kafka:*",
-        "*leader: expected 2, observed 1*",
+        "*step T0 (*wrong.elr.yaml:7): leader: expected 2, observed 1*",
+        "*on backend model, profile kafka*",
     ])
     assert "Traceback" not in result.stdout.str()
 

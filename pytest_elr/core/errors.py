@@ -23,3 +23,14 @@ class ScenarioError(Exception):
 
 class BackendError(Exception):
     """The backend could not do what it was asked (cluster not starting, engine missing...)."""
+
+
+#: what a ``produce:`` expectation may name as its rejection: the broker's answer to a produce
+#: request, or the client's own error when no answer came in time
+PRODUCE_ERRORS: tuple[str, ...] = (
+    "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "NOT_LEADER_OR_FOLLOWER",
+    "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
+    "MSG_TIMED_OUT", "REQUEST_TIMED_OUT",
+)
+#: what a ``rejected:`` expectation may name: the controller's answer to a leader's AlterPartition
+ALTER_PARTITION_ERRORS: tuple[str, ...] = ("INELIGIBLE_REPLICA", "INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH")

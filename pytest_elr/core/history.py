@@ -7,6 +7,7 @@ is given, and always kept in memory so the verdict can be computed without touch
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -35,12 +36,12 @@ class History:
 
     @classmethod
     def create(cls, root: Path | None, **meta: Any) -> History:
-        run_id = f"{meta.get('scenario', 'run')}-{meta.get('profile', '')}-{uuid.uuid4().hex[:8]}"
+        run_id = f"{_slug(meta.get('scenario', 'run'))}-{_slug(meta.get('profile', ''))}-{uuid.uuid4().hex[:8]}"
         meta = {"schema": SCHEMA, "run_id": run_id, "started_at": _now(), "finished_at": None,
                 "outcome": None, **meta}
         history = cls(meta=meta)
         if root is not None:
-            history.directory = Path(root) / run_id
+            history.directory = Path(root) / run_id  # a slug: never outside root, whatever the name
             history.directory.mkdir(parents=True, exist_ok=True)
             history._out = (history.directory / EVENTS_FILE).open("w", encoding="utf-8")
             history._write_meta()
@@ -80,6 +81,12 @@ class History:
     def _write_meta(self) -> None:
         assert self.directory is not None
         (self.directory / META_FILE).write_text(json.dumps(self.meta, indent=2) + "\n")
+
+
+def _slug(text: object, limit: int = 60) -> str:
+    """A safe file-name part: letters, digits, ``.``, ``_``, ``-`` only, never ``.`` or ``..``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip(".-")[:limit]
+    return slug or "run"
 
 
 def _now() -> str:

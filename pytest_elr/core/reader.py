@@ -7,19 +7,32 @@ new action gets file:line errors for free.
 
 from __future__ import annotations
 
+import difflib
+import math
 import re
 from typing import NoReturn
 
 import yaml
 
 from pytest_elr.core.errors import ScenarioError
+from pytest_elr.core.limits import MAX_NAME_CHARS, MAX_TEXT_CHARS, MAX_VALUES
 from pytest_elr.core.nodes import CONTROLLER, Node
 
-MAX_NODES = 20_000  # a scenario is small; more means alias expansion (a "YAML bomb")
-_PLAIN_TAGS = frozenset(
-    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")
-)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
+_TAG = "tag:yaml.org,2002:"
+_PLAIN_TAGS = frozenset(f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq"))
+# Plain decimal only: YAML 1.1 also reads 010 (octal), 0b1, 1_000 and 1:30 (base 60) as integers.
+_INTEGER = re.compile(r"^[-+]?(0|[1-9][0-9]*)$")
+_NUMBER = re.compile(r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$")
+_DURATION = re.compile(r"^\s*(\d{1,9}(?:\.\d{1,9})?)\s*(ms|s|m)?\s*$")
+# C0 and C1 control characters (terminal escapes among them); text may keep newlines and tabs.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_NULLS = ("~", "null", "Null", "NULL", "")
+
+
+def did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:
+    """`` (did you mean 'x'?)`` for a near miss, else nothing."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class Reader:
@@ -40,9 +53,13 @@ class Reader:
 
     def _count(self, node: yaml.Node) -> None:
         self.visited += 1
-        if self.visited > MAX_NODES:
-            self.fail(node, f"document too large: more than {MAX_NODES} values (alias bomb?)")
+        if self.visited > MAX_VALUES:
+            self.fail(node, f"document too large: more than {MAX_VALUES} values (alias bomb?)")
         if node.tag not in _PLAIN_TAGS:
+            if isinstance(node, yaml.ScalarNode) and not _explicit_tag(node):
+                kind = node.tag.removeprefix(_TAG)
+                self.fail(node, f"{node.value!r} reads as a YAML {kind}; quote it (\"{node.value}\") "
+                                "if you mean text")
             self.fail(node, f"tag {node.tag} is not allowed: scenarios are plain data")
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
@@ -58,7 +75,8 @@ class Reader:
             if key in out:
                 self.fail(key_node, f"{what}: duplicate key {key!r}")
             if key not in allowed:
-                self.fail(key_node, f"{what}: unknown key {key!r}; expected one of {', '.join(allowed)}")
+                self.fail(key_node, f"{what}: unknown key {key!r}{did_you_mean(key, allowed)}; "
+                                    f"expected one of {', '.join(allowed)}")
             out[key] = value
         return out
 
@@ -74,21 +92,51 @@ class Reader:
         self._count(node)
         if not isinstance(node, yaml.ScalarNode):
             self.fail(node, f"{what}: expected a single value, got {kind_of(node)}")
-        return str(node.value)
+        text = str(node.value)
+        if len(text) > MAX_TEXT_CHARS:
+            self.fail(node, f"{what}: longer than {MAX_TEXT_CHARS} characters")
+        if _CONTROL.search(text):
+            self.fail(node, f"{what}: control characters are not allowed, got {text!r}")
+        return text
 
-    def integer(self, node: yaml.Node, what: str, minimum: int | None = None) -> int:
+    def integer(self, node: yaml.Node, what: str, minimum: int | None = None,
+                maximum: int | None = None) -> int:
         text = self.scalar(node, what)
-        if node.tag != "tag:yaml.org,2002:int":
-            self.fail(node, f"{what}: expected a whole number, got {text!r}")
-        value = int(text, 0)
-        if minimum is not None and value < minimum:
-            self.fail(node, f"{what}: expected a number >= {minimum}, got {value}")
+        if node.tag != f"{_TAG}int" or not _INTEGER.match(text):
+            self.fail(node, f"{what}: expected a whole number, got {_shown(node)}")
+        value = int(text)
+        low = minimum if minimum is not None else "any"
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            bound = f">= {minimum}" if maximum is None else f"from {low} to {maximum}"
+            self.fail(node, f"{what}: expected a number {bound}, got {value}")
+        return value
+
+    def number(self, node: yaml.Node, what: str, minimum: float, maximum: float) -> float:
+        """A decimal number (whole or not) in [minimum, maximum]; never NaN or infinite."""
+        text = self.scalar(node, what)
+        if node.tag not in (f"{_TAG}int", f"{_TAG}float") or not _NUMBER.match(text):
+            self.fail(node, f"{what}: expected a number, got {_shown(node)}")
+        value = float(text)
+        if not math.isfinite(value) or not minimum <= value <= maximum:
+            self.fail(node, f"{what}: expected a number from {minimum:g} to {maximum:g}, got {text}")
         return value
 
     def string(self, node: yaml.Node, what: str, choices: tuple[str, ...] | None = None) -> str:
         text = self.scalar(node, what)
         if choices is not None and text not in choices:
-            self.fail(node, f"{what}: expected one of {', '.join(choices)}, got {text!r}")
+            self.fail(node, f"{what}: expected one of {', '.join(choices)}, got {text!r}"
+                            f"{did_you_mean(text, choices)}")
+        return text
+
+    def name(self, node: yaml.Node, what: str) -> str:
+        """A short one-line name (a scenario's, a step's label)."""
+        text = self.scalar(node, what).strip()
+        if node.tag == f"{_TAG}null" or not text:
+            self.fail(node, f"{what}: expected a name, got nothing")
+        if "\n" in text or "\t" in text:
+            self.fail(node, f"{what}: expected one line, got {text!r}")
+        if len(text) > MAX_NAME_CHARS:
+            self.fail(node, f"{what}: longer than {MAX_NAME_CHARS} characters")
         return text
 
     def boolean(self, node: yaml.Node, what: str) -> bool:
@@ -97,17 +145,23 @@ class Reader:
             self.fail(node, f"{what}: expected true or false, got {text!r}")
         return text.lower() in ("true", "yes", "on")
 
-    def duration(self, node: yaml.Node, what: str) -> float:
+    def duration(self, node: yaml.Node, what: str, maximum: float) -> float:
+        """A positive duration (``30s``, ``500ms``, ``2m``; a bare number is seconds) up to ``maximum``."""
         text = self.scalar(node, what)
         match = _DURATION.match(text)
         if not match:
             self.fail(node, f"{what}: expected a duration such as 30s, 500ms or 2m, got {text!r}")
         value, unit = float(match.group(1)), match.group(2) or "s"
-        return value * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit]
+        seconds = value * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit]
+        if not 0 < seconds <= maximum:
+            self.fail(node, f"{what}: expected more than 0 and at most {maximum:g}s, got {text!r}")
+        return seconds
 
     # --- node ids ----------------------------------------------------------------------------
 
     def broker(self, node: yaml.Node, what: str) -> int:
+        if isinstance(node, yaml.ScalarNode) and node.tag != f"{_TAG}int":
+            self.fail(node, f"{what}: expected a broker id, got {_shown(node)}")
         broker = self.integer(node, what)
         if broker not in self.brokers:
             known = ", ".join(map(str, self.brokers))
@@ -130,6 +184,21 @@ class Reader:
         if isinstance(node, yaml.SequenceNode):
             return [self.node(n, what) for n in self.sequence(node, what)]
         return [self.node(node, what)]
+
+
+def _explicit_tag(node: yaml.ScalarNode) -> bool:
+    """Whether the file itself wrote a tag (``!!python/...``), not YAML's reading of plain text."""
+    buffer, index = node.start_mark.buffer, node.start_mark.index
+    return bool(buffer) and index < len(buffer) and buffer[index] == "!"
+
+
+def _shown(node: yaml.Node) -> str:
+    """A value as the user wrote it, saying so when quotes made a number into text."""
+    if isinstance(node, yaml.ScalarNode) and node.style in ("'", '"'):
+        return f"the text {node.value!r} (quoted: write it without quotes)"
+    if isinstance(node, yaml.ScalarNode) and node.value in _NULLS:
+        return "nothing"
+    return kind_of(node) if not isinstance(node, yaml.ScalarNode) else repr(node.value)
 
 
 def kind_of(node: yaml.Node) -> str:

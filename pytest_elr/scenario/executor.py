@@ -90,10 +90,17 @@ class Executor:
             self._background = not self.backend.start_workload(s.workload) and s.workload.per_step > 0
 
     def run(self) -> None:
+        """Every step, the finale and the final read; a failing step is reported with every other
+        failing step at the end (the first one first), so one run shows all that went wrong."""
         s = self.scenario
         self.start()
+        failures: list[str] = []
         for step in s.steps:
-            self._step(step)
+            try:
+                self._step(step)
+            except ScenarioFailure as exc:
+                failures.append(str(exc))
+                self.history.record("step", phase="end", failed=True)
         if s.finale:
             self.finale()
         self.history.step = "final"
@@ -101,6 +108,9 @@ class Executor:
         for record in drained:
             self.history.record("consume", partition=0, offset=record.offset, value=record.value,
                                 reader="drain")
+        if failures:
+            more = f"\n({len(failures)} steps failed)" if len(failures) > 1 else ""
+            raise ScenarioFailure("\n".join(failures) + more)
 
     def _step(self, step: Step) -> None:
         self.history.step = step.label
@@ -110,8 +120,16 @@ class Executor:
         background = self._background
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), ctx, record=False)  # type: ignore[union-attr,arg-type]
-        for action in step.actions:
-            self.apply(action, ctx)
+        for i, action in enumerate(step.actions):
+            line = step.action_lines[i] if i < len(step.action_lines) else step.line
+            try:
+                self.apply(action, ctx)
+            except ModelError as exc:
+                raise ScenarioFailure(f"step {step.label} ({self.scenario.path}:{line}): {action.kind}: "
+                                      f"the model cannot do it here: {exc}") from None
+            except BackendError as exc:
+                raise BackendError(f"step {step.label} ({self.scenario.path}:{line}): {action.kind}: "
+                                   f"{exc}") from None
         ctx.protocol_errors += self.backend.protocol_errors()
         obs = self.await_expectations(step, ctx)
         self.check_invariants(step, obs)
@@ -223,10 +241,14 @@ class Executor:
         return expected
 
     def _report(self, step: Step, mismatches: list[str], obs: Observation) -> str:
+        """The first mismatch first, at its expectation's own line (pytest's short summary shows
+        the first line), then the rest and both states."""
+        key = mismatches[0].split(":", 1)[0]
+        line = step.key_lines.get(key, step.line)
         lines = [
-            f"step {step.label} ({self.scenario.path}:{step.line}) on backend "
-            f"{self.backend.name}, profile {self.profile}:",
-            *(f"  {m}" for m in mismatches),
+            f"step {step.label} ({self.scenario.path}:{line}): {mismatches[0]}",
+            *(f"  {m}" for m in mismatches[1:]),
+            f"  on backend {self.backend.name}, profile {self.profile}",
             f"  observed: {describe(obs)}",
         ]
         if self.model is not None and self._shadow:
@@ -254,8 +276,9 @@ class Executor:
             self.violations += [f"{step.label}: {v}" for v in found]  # the negative control
             return
         raise ScenarioFailure(
-            f"step {step.label} ({self.scenario.path}:{step.line}) on backend {self.backend.name}, "
-            f"profile {self.profile}:\n" + "\n".join(f"  {v}" for v in found)
+            f"step {step.label} ({self.scenario.path}:{step.line}): {found[0]}\n"
+            + "".join(f"  {v}\n" for v in found[1:])
+            + f"  on backend {self.backend.name}, profile {self.profile}"
         )
 
     def _model_hwm_floor(self) -> int | None:
@@ -380,7 +403,12 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> s
         return head + ("the fault did not bite: no lossy shutdown lost any record, so the run "
                        "proves nothing about durability")
     if ex.expected_loss == "none" and verdict.lost_count:
-        return head + f"{verdict.lost_count} acknowledged acks=all records lost: {verdict.examples()}"
+        down = sorted(b for b, state in ex.lifecycle.items() if state != "up")
+        hint = ""
+        if not scenario.finale and down:
+            hint = (f" (finale: false left brokers {down} stopped or paused, so the final read could not "
+                    "see what only they hold: restart them in a last step, or drop finale: false)")
+        return head + f"{verdict.lost_count} acknowledged acks=all records lost: {verdict.examples()}{hint}"
     if ex.expected_loss == "none" and verdict.fatal:
         return head + f"the {verdict.checker} checker found {verdict.fatal}"
     if ex.expected_loss == "found" and not verdict.lost_count:

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
-from pytest_elr.actions import ACTION_FORMS, FORMS, Action
-from pytest_elr.core.errors import ScenarioError
-from pytest_elr.core.reader import Reader
+from pytest_elr.actions import ACKS, ACTION_FORMS, FORMS, Action, Lifecycle
+from pytest_elr.backends import available_backends
+from pytest_elr.core import limits as L
+from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, PRODUCE_ERRORS, ScenarioError
+from pytest_elr.core.reader import Reader, did_you_mean
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.schema import EXPECTATION_KEYS, LossExpectation, Scenario, Step
-
-MAX_FILE_BYTES = 1 << 20
-
 
 # --- entry points ------------------------------------------------------------------------------
 
@@ -32,8 +31,8 @@ def load_scenario(path: str | Path) -> Scenario:
         data = path.read_bytes()
     except OSError as exc:
         raise ScenarioError(f"cannot read file: {exc.strerror}", path) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ScenarioError(f"file larger than {MAX_FILE_BYTES} bytes", path)
+    if len(data) > L.MAX_FILE_BYTES:
+        raise ScenarioError(f"file larger than {L.MAX_FILE_BYTES} bytes", path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -47,6 +46,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         if "\t" in indent:
             raise ScenarioError("tab used for indentation; indent with spaces", path, number)
     try:
+        _check_depth(text, path)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -58,6 +58,19 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
     if root is None:
         raise ScenarioError("empty file: expected a scenario with cluster, topic and steps", path, 1)
     return _Builder(Reader(path)).scenario(root)
+
+
+def _check_depth(text: str, path: str) -> None:
+    """Refuse deep nesting before composing: PyYAML composes recursively (RecursionError)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > L.MAX_DEPTH:
+                raise ScenarioError(f"nested more than {L.MAX_DEPTH} levels deep", path,
+                                    event.start_mark.line + 1)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
 
 
 # --- the builder -------------------------------------------------------------------------------
@@ -75,40 +88,45 @@ class _Builder:
         for required in ("cluster", "topic", "steps"):
             if required not in doc:
                 r.fail(root, f"scenario: missing required key {required!r}")
-        name = r.string(doc["name"], "name") if "name" in doc else Path(r.path).name.split(".")[0]
+        name = r.name(doc["name"], "name") if "name" in doc else Path(r.path).name.split(".")[0]
         cluster = self.cluster(doc["cluster"])
-        self.r.brokers = cluster.brokers
         topic = self.topic(doc["topic"])
-        profiles = PROFILE_NAMES
-        if "profiles" in doc:
-            profiles = tuple(
-                r.string(n, "profiles", PROFILE_NAMES) for n in r.sequence(doc["profiles"], "profiles")
-            )
-            if not profiles:
-                r.fail(doc["profiles"], "profiles: expected at least one profile")
-        steps = self.steps(doc["steps"], topic)
+        profiles = self.profiles(doc["profiles"]) if "profiles" in doc else PROFILE_NAMES
+        workload = self.workload(doc["workload"]) if "workload" in doc else None
+        steps = self.steps(doc["steps"], workload)
+        finale = r.boolean(doc["finale"], "finale") if "finale" in doc else True
         backends, reason = self.backends(doc["backends"]) if "backends" in doc else (None, "")
         return Scenario(
             name=name,
             path=r.path,
-            description=r.string(doc["description"], "description") if "description" in doc else "",
+            description=r.scalar(doc["description"], "description") if "description" in doc else "",
             profiles=profiles,
             cluster=cluster,
             topic=topic,
-            workload=self.workload(doc["workload"]) if "workload" in doc else None,
+            workload=workload,
             steps=steps,
             verdict=self.verdict(doc["verdict"]) if "verdict" in doc else LossExpectation(),
-            finale=r.boolean(doc["finale"], "finale") if "finale" in doc else True,
+            finale=finale,
             line=root.start_mark.line + 1,
             backends=backends,
             backends_reason=reason,
         )
 
+    def profiles(self, node: yaml.Node) -> tuple[str, ...]:
+        r = self.r
+        seen: dict[str, yaml.Node] = {}
+        for n in r.sequence(node, "profiles"):
+            name = r.string(n, "profiles", PROFILE_NAMES)
+            if name in seen:
+                r.fail(n, f"profiles: {name!r} is listed twice")
+            seen[name] = n
+        if not seen:
+            r.fail(node, "profiles: expected at least one profile")
+        return tuple(seen)
+
     def backends(self, node: yaml.Node) -> tuple[tuple[str, ...], str]:
         """``backends: {only: [model], why: "..."}``: where the scenario can be staged, and why not
         elsewhere (shown when another backend is selected)."""
-        from pytest_elr.backends import available_backends
-
         r = self.r
         doc = r.mapping(node, "backends", ("only", "why"))
         if "only" not in doc or "why" not in doc:
@@ -117,7 +135,7 @@ class _Builder:
         only = tuple(r.string(n, "backends.only", names) for n in r.sequence(doc["only"], "backends.only"))
         if not only:
             r.fail(doc["only"], "backends.only: expected at least one backend")
-        return only, " ".join(r.string(doc["why"], "backends.why").split())
+        return only, " ".join(r.scalar(doc["why"], "backends.why").split())
 
     def cluster(self, node: yaml.Node) -> ClusterSpec:
         r = self.r
@@ -126,17 +144,15 @@ class _Builder:
             r.fail(node, "cluster: missing required key 'brokers' (a count or a list of ids)")
         b = doc["brokers"]
         if isinstance(b, yaml.ScalarNode):
-            count = r.integer(b, "cluster.brokers", minimum=1)
+            count = r.integer(b, "cluster.brokers", minimum=1, maximum=L.MAX_BROKERS)
             brokers = tuple(range(count))
         else:
-            brokers = tuple(r.integer(n, "cluster.brokers", minimum=0) for n in r.sequence(b, "cluster.brokers"))
-            for n, broker in zip(b.value, brokers, strict=True):
-                if broker > 99:
-                    r.fail(n, f"cluster.brokers: broker ids go from 0 to 99, got {broker}")
+            items = r.sequence(b, "cluster.brokers")
+            brokers = tuple(r.integer(n, "cluster.brokers", minimum=0, maximum=L.MAX_BROKER_ID) for n in items)
             if len(set(brokers)) != len(brokers):
                 r.fail(b, "cluster.brokers: broker ids must be unique")
-        if not 1 <= len(brokers) <= 9:
-            r.fail(b, f"cluster.brokers: expected 1 to 9 brokers, got {len(brokers)}")
+            if not 1 <= len(brokers) <= L.MAX_BROKERS:
+                r.fail(b, f"cluster.brokers: expected 1 to {L.MAX_BROKERS} brokers, got {len(brokers)}")
         controllers = 1
         if "controllers" in doc:
             controllers = r.integer(doc["controllers"], "cluster.controllers")
@@ -144,9 +160,9 @@ class _Builder:
                 r.fail(doc["controllers"], f"cluster.controllers: expected 1 or 3, got {controllers}")
         session = None
         if "session_timeout_ms" in doc:
-            session = r.integer(doc["session_timeout_ms"], "cluster.session_timeout_ms", minimum=1000)
-            if session > 120_000:
-                r.fail(doc["session_timeout_ms"], f"cluster.session_timeout_ms: expected 1000 to 120000, got {session}")
+            session = r.integer(doc["session_timeout_ms"], "cluster.session_timeout_ms",
+                                minimum=L.MIN_SESSION_TIMEOUT_MS, maximum=L.MAX_SESSION_TIMEOUT_MS)
+        r.brokers = brokers
         return ClusterSpec(brokers=brokers, controllers=controllers, session_timeout_ms=session)
 
     def topic(self, node: yaml.Node) -> TopicSpec:
@@ -155,34 +171,30 @@ class _Builder:
         for required in ("replicas", "min_insync_replicas"):
             if required not in doc:
                 r.fail(node, f"topic: missing required key {required!r}")
-        replicas = tuple(self.r.brokers_list(doc["replicas"], "topic.replicas"))
+        replicas = tuple(r.brokers_list(doc["replicas"], "topic.replicas"))
         if len(set(replicas)) != len(replicas):
             r.fail(doc["replicas"], "topic.replicas: a broker can hold only one replica")
-        if len(replicas) > len(self.r.brokers):
-            r.fail(doc["replicas"], f"topic.replicas: {len(replicas)} replicas but only {len(self.r.brokers)} brokers")
-        min_isr = r.integer(doc["min_insync_replicas"], "topic.min_insync_replicas", minimum=1)
+        min_isr = r.integer(doc["min_insync_replicas"], "topic.min_insync_replicas", minimum=1,
+                            maximum=L.MAX_MIN_ISR)
         strategy = None
         if "unclean_recovery" in doc:
             strategy = r.string(doc["unclean_recovery"], "topic.unclean_recovery", ("none", "balanced", "aggressive"))
         name = r.string(doc["name"], "topic.name") if "name" in doc else "elr-test"
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
-            r.fail(doc["name"], f"topic.name: {name!r} is not a valid Kafka topic name")
+            r.fail(doc["name"], f"topic.name: {name!r} is not a valid Kafka topic name "
+                                "(1 to 200 of A-Z a-z 0-9 . _ -)")
         return TopicSpec(name=name, replicas=replicas, min_insync_replicas=min_isr, unclean_recovery=strategy)
 
     def workload(self, node: yaml.Node) -> WorkloadSpec:
         r = self.r
         doc = r.mapping(node, "workload", ("acks", "rate_per_s", "per_step"))
-        acks = r.string(doc["acks"], "workload.acks", ("all", "1", "0")) if "acks" in doc else "all"
+        acks = r.string(doc["acks"], "workload.acks", ACKS) if "acks" in doc else "all"
         rate = 100.0
         if "rate_per_s" in doc:
-            text = r.scalar(doc["rate_per_s"], "workload.rate_per_s")
-            try:
-                rate = float(text)
-            except ValueError:
-                r.fail(doc["rate_per_s"], f"workload.rate_per_s: expected a number, got {text!r}")
-            if rate <= 0:
-                r.fail(doc["rate_per_s"], "workload.rate_per_s: expected a positive rate")
-        per_step = r.integer(doc["per_step"], "workload.per_step", minimum=0) if "per_step" in doc else 5
+            rate = r.number(doc["rate_per_s"], "workload.rate_per_s", 0.01, L.MAX_RATE_PER_S)
+        per_step = 5
+        if "per_step" in doc:
+            per_step = r.integer(doc["per_step"], "workload.per_step", minimum=0, maximum=L.MAX_PER_STEP)
         return WorkloadSpec(acks=acks, rate_per_s=rate, per_step=per_step)
 
     def verdict(self, node: yaml.Node) -> LossExpectation:
@@ -199,84 +211,118 @@ class _Builder:
 
     # --- steps ---------------------------------------------------------------------------
 
-    def steps(self, node: yaml.Node, topic: TopicSpec) -> tuple[Step, ...]:
-        items = self.r.sequence(node, "steps")
+    def steps(self, node: yaml.Node, workload: WorkloadSpec | None) -> tuple[Step, ...]:
+        r = self.r
+        items = r.sequence(node, "steps")
         if not items:
-            self.r.fail(node, "steps: expected at least one step")
-        steps = [self.step(item, topic) for item in items]
+            r.fail(node, "steps: expected at least one step")
+        if len(items) > L.MAX_STEPS:
+            r.fail(items[L.MAX_STEPS], f"steps: more than {L.MAX_STEPS} steps")
+        steps = [self.step(item) for item in items]
         seen: dict[str, int] = {}
         for s in steps:
             if s.label in seen:
-                raise ScenarioError(f"step {s.label!r} already defined at line {seen[s.label]}", self.r.path, s.line)
+                raise ScenarioError(f"step {s.label!r} already defined at line {seen[s.label]}", r.path, s.line)
             seen[s.label] = s.line
+        self._count_records(steps, workload)
+        check_sequence(steps, r.brokers, r.path)
         return tuple(steps)
 
-    def step(self, node: yaml.Node, topic: TopicSpec) -> Step:
+    def _count_records(self, steps: list[Step], workload: WorkloadSpec | None) -> None:
+        sent = 2 * len(steps) * (workload.per_step if workload is not None else 0)
+        for step in steps:
+            sent += sum(a.records() for a in step.actions)
+            if sent > L.MAX_RECORDS:
+                raise ScenarioError(f"step {step.label}: the scenario sends more than {L.MAX_RECORDS} records "
+                                    "in all (produce actions and the workload)", self.r.path, step.line)
+
+    def step(self, node: yaml.Node) -> Step:
         r = self.r
         doc = r.mapping(node, "step", ("at", "note", "do", "expect", "timeout"))
         line = node.start_mark.line + 1
         if "at" not in doc:
             r.fail(node, "step: missing its label 'at' (e.g. at: T0)")
-        label = r.scalar(doc["at"], "step.at").strip()
-        if not label:
-            r.fail(doc["at"], "step.at: the label must not be empty")
+        label = r.name(doc["at"], "step.at")
         actions: list[Action] = []
+        lines: list[int] = []
         if "do" in doc:
             do = doc["do"]
-            for item in r.sequence(do, f"step {label}: do") if isinstance(do, yaml.SequenceNode) else [do]:
-                actions += self.action(item, label)
+            items = r.sequence(do, f"step {label}: do") if isinstance(do, yaml.SequenceNode) else [do]
+            for item in items:
+                built = self.action(item, label)
+                actions += built
+                lines += [item.start_mark.line + 1] * len(built)
+                if len(actions) > L.MAX_ACTIONS_PER_STEP:
+                    r.fail(item, f"step {label}: more than {L.MAX_ACTIONS_PER_STEP} actions in one step")
         expect: dict[str, Any] = {}
         by_profile: dict[str, dict[str, Any]] = {}
+        key_lines: dict[str, int] = {}
         from_model = False
         if "expect" in doc:
             e = doc["expect"]
             if isinstance(e, yaml.ScalarNode) and e.value == "model":
                 from_model = True
             else:
-                expect, by_profile = self.expectation(e, f"step {label}: expect", allow_profiles=True)
-        timeout = r.duration(doc["timeout"], f"step {label}: timeout") if "timeout" in doc else None
-        note = r.string(doc["note"], "note") if "note" in doc else ""
-        return Step(label, line, tuple(actions), expect, by_profile, from_model, timeout, note)
+                expect, by_profile = self.expectation(e, f"step {label}: expect", allow_profiles=True,
+                                                      lines=key_lines)
+        timeout = None
+        if "timeout" in doc:
+            timeout = r.duration(doc["timeout"], f"step {label}: timeout", L.MAX_STEP_TIMEOUT_S)
+        note = r.scalar(doc["note"], "note") if "note" in doc else ""
+        return Step(label, line, tuple(actions), expect, by_profile, from_model, timeout, note,
+                    action_lines=tuple(lines), key_lines=key_lines)
 
     def expectation(
-        self, node: yaml.Node, what: str, allow_profiles: bool
+        self, node: yaml.Node, what: str, allow_profiles: bool, lines: dict[str, int] | None = None,
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         r = self.r
         keys = EXPECTATION_KEYS
         doc = r.mapping(node, what, (*keys, "by_profile") if allow_profiles else keys)
         out: dict[str, Any] = {}
         for key, value in doc.items():
+            if lines is not None:
+                lines.setdefault(key, value.start_mark.line + 1)
             if key == "by_profile":
                 continue
-            if key == "leader":
-                no_leader = r.scalar(value, f"{what}.leader") in ("none", "null", "~")
-                out[key] = None if no_leader else r.broker(value, f"{what}.leader")
-            elif key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held"):
-                out[key] = frozenset(self.r.brokers_list(value, f"{what}.{key}"))
-            elif key == "hwm":
-                text = r.scalar(value, f"{what}.hwm")
-                if value.tag == "tag:yaml.org,2002:int":
-                    out[key] = r.integer(value, f"{what}.hwm", minimum=0)
-                elif text in ("advanced", "frozen"):
-                    out[key] = text
-                else:
-                    r.fail(value, f"{what}.hwm: expected advanced, frozen or an offset, got {text!r}")
-            elif key == "produce":
-                p = r.mapping(value, f"{what}.produce", ("acked", "rejected"))
-                out[key] = {}
-                if "acked" in p:
-                    out[key]["acked"] = r.integer(p["acked"], f"{what}.produce.acked", minimum=0)
-                if "rejected" in p:
-                    out[key]["rejected"] = r.string(p["rejected"], f"{what}.produce.rejected")
-            elif key == "rejected":
-                out[key] = r.string(value, f"{what}.rejected")
-            elif key == "recovering":
-                out[key] = r.boolean(value, f"{what}.recovering")
+            out[key] = self.expected_value(key, value, f"{what}.{key}")
         by_profile: dict[str, dict[str, Any]] = {}
         if "by_profile" in doc:
             for name, sub in r.mapping(doc["by_profile"], f"{what}.by_profile", PROFILE_NAMES).items():
-                by_profile[name], _ = self.expectation(sub, f"{what}.by_profile.{name}", allow_profiles=False)
+                by_profile[name], _ = self.expectation(sub, f"{what}.by_profile.{name}", allow_profiles=False,
+                                                       lines=lines)
         return out, by_profile
+
+    def expected_value(self, key: str, value: yaml.Node, what: str) -> Any:
+        r = self.r
+        if key == "leader":
+            if isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int":
+                if value.value in ("none", "null", "~", ""):
+                    return None
+                r.fail(value, f"{what}: expected a broker id or none (no leader), got {value.value!r}")
+            return r.broker(value, what)
+        if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held"):
+            return frozenset(r.brokers_list(value, what))
+        if key == "hwm":
+            if value.tag == "tag:yaml.org,2002:int":
+                return r.integer(value, what, minimum=0, maximum=L.MAX_OFFSET)
+            text = r.scalar(value, what)
+            if text not in HWM_WORDS:
+                r.fail(value, f"{what}: expected advanced, frozen or an offset, got {text!r}"
+                              f"{did_you_mean(text, HWM_WORDS)}")
+            return text
+        if key == "produce":
+            p = r.mapping(value, what, ("acked", "rejected"))
+            out: dict[str, Any] = {}
+            if "acked" in p:
+                out["acked"] = r.integer(p["acked"], f"{what}.acked", minimum=0, maximum=L.MAX_PRODUCE)
+            if "rejected" in p:
+                out["rejected"] = r.string(p["rejected"], f"{what}.rejected", PRODUCE_ERRORS)
+            return out
+        if key == "rejected":
+            return r.string(value, what, ALTER_PARTITION_ERRORS)
+        if key == "recovering":
+            return r.boolean(value, what)
+        raise AssertionError(f"expectation key {key!r} has no reader")  # EXPECTATION_KEYS and this agree
 
     # --- actions ---------------------------------------------------------------------------
 
@@ -285,9 +331,81 @@ class _Builder:
         what = f"step {label}: action"
         if isinstance(node, yaml.ScalarNode):
             names = ", ".join(ACTION_FORMS)
-            r.fail(node, f"{what}: expected '<action>: <arguments>', got {node.value!r}; actions are {names}")
+            r.fail(node, f"{what}: expected '<action>: <arguments>', got {node.value!r}"
+                         f"{did_you_mean(str(node.value), ACTION_FORMS)}; actions are {names}")
         doc = r.mapping(node, what, ACTION_FORMS)
         if len(doc) != 1:
             r.fail(node, f"{what}: one action per list item, got {', '.join(doc)}")
         (name, arg), = doc.items()
         return FORMS[name].parse(name, arg, r, f"step {label}: {name}")
+
+
+HWM_WORDS = ("advanced", "frozen")
+
+
+def check_sequence(steps: list[Step], brokers: tuple[int, ...], path: str) -> None:
+    """Refuse a step whose action cannot be done in the state the steps before leave a broker in
+    (restart a running broker, crash one twice, resume one that is not paused...)."""
+    states: dict[int, Lifecycle] = dict.fromkeys(brokers, "up")
+    for step in steps:
+        for action, line in zip(step.actions, step.action_lines or [step.line] * len(step.actions), strict=True):
+            problem = action.refused_in(states)
+            if problem is not None:
+                raise ScenarioError(f"step {step.label}: {action.kind}: {problem}", path, line)
+            states.update(action.transitions())
+
+
+# --- the Python API reads its arguments with the same builder ----------------------------------
+
+
+class PythonReader(Reader):
+    """Reads Python values (turned into YAML nodes) for the Python API; every error names the
+    caller's file and line instead of a line of the YAML made from them."""
+
+    def __init__(self, where: tuple[str, int], brokers: tuple[int, ...] = ()) -> None:
+        super().__init__(where[0], brokers)
+        self.line = where[1]
+
+    def fail(self, node: yaml.Node | None, message: str) -> NoReturn:
+        raise ScenarioError(message, self.path, self.line)
+
+
+def python_node(value: Any) -> yaml.Node:
+    """The YAML node a Python value would be written as (sets and tuples as lists)."""
+    def plain(v: Any) -> Any:
+        if isinstance(v, (set, frozenset, tuple, list)):
+            return [plain(x) for x in (sorted(v) if isinstance(v, (set, frozenset)) else v)]
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        return v
+    try:
+        node = yaml.compose(yaml.safe_dump(plain(value)), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"cannot be written as a scenario value: {exc}") from None
+    assert node is not None
+    return node
+
+
+def cluster_and_topic_from_python(cluster: dict[str, Any], topic: dict[str, Any],
+                                  where: tuple[str, int]) -> tuple[ClusterSpec, TopicSpec]:
+    """``elr_cluster(...)``'s arguments, validated exactly as a scenario's ``cluster`` and ``topic``."""
+    builder = _Builder(PythonReader(where))
+    spec = builder.cluster(python_node(cluster))
+    return spec, builder.topic(python_node(topic))
+
+
+def expectation_from_python(expected: dict[str, Any], brokers: tuple[int, ...],
+                            where: tuple[str, int]) -> dict[str, Any]:
+    """``expect(...)``'s keyword arguments, validated exactly as a step's ``expect``."""
+    out, _ = _Builder(PythonReader(where, brokers)).expectation(python_node(expected), "expect",
+                                                                allow_profiles=False)
+    return out
+
+
+def actions_from_python(form: str, value: Any, brokers: tuple[int, ...], where: tuple[str, int]) -> list[Action]:
+    """One action call of the Python API, validated exactly as a ``- <form>: <value>`` item."""
+    reader = PythonReader(where, brokers)
+    if form not in FORMS:
+        reader.fail(None, f"unknown action {form!r}{did_you_mean(form, ACTION_FORMS)}; "
+                          f"actions are {', '.join(ACTION_FORMS)}")
+    return FORMS[form].parse(form, python_node(value), reader, form)

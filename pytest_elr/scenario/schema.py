@@ -26,6 +26,9 @@ class Step:
     from_model: bool = False
     timeout_s: float | None = None
     note: str = ""
+    #: the line of each action (for errors found while running it) and of each expectation key
+    action_lines: tuple[int, ...] = ()
+    key_lines: Mapping[str, int] = field(default_factory=dict)
 
     def expectations_for(self, profile: str) -> dict[str, Any]:
         merged = dict(self.expect)

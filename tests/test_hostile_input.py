@@ -1,0 +1,71 @@
+"""Hostile input from the Python API and the command line: a clear error naming the caller's line
+(or a usage error before any test runs) -- never a traceback, never a silent acceptance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+# (call inside a test, the error fragment the caller's line must carry)
+API_MISUSE = {
+    "unknown expectation key": ("c.expect(leadr=0)", "unknown key 'leadr' (did you mean 'leader'?)"),
+    "misspelt hwm word": ('c.expect(hwm="frozn")', "did you mean 'frozen'?"),
+    "negative produce": ("c.produce(-5)", "produce.count: expected a number from 1 to 10000, got -5"),
+    "unknown broker": ("c.crash(7)", "unknown broker id 7; the cluster has brokers 0, 1, 2"),
+    "unknown action": ("c.isolat(0)", "unknown action 'isolat' (did you mean 'isolate'?)"),
+    "restart a running broker": ("c.restart(1)", "broker 1 is running at this point"),
+    "crash twice": ("c.crash(1); c.crash(1)", "broker 1 is stopped at this point"),
+    "too many brokers": ("elr_cluster(brokers=100)", "cluster.brokers: expected a number from 1 to 9, got 100"),
+    "repeated replica": ("elr_cluster(brokers=3, replicas=[0, 0, 1])", "a broker can hold only one replica"),
+    "min isr zero": ("elr_cluster(brokers=3, min_isr=0)", "expected a number from 1 to 99, got 0"),
+    "two controllers": ("elr_cluster(brokers=3, controllers=2)", "expected 1 or 3, got 2"),
+    "zero timeout": ("c.expect(timeout=0, leader=0)", "timeout must be more than 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(API_MISUSE))
+def test_python_api_misuse_names_the_callers_line(case: str, pytester: pytest.Pytester) -> None:
+    call, fragment = API_MISUSE[case]
+    pytester.makepyfile(test_misuse=f"""
+        def test_it(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_isr=2)
+            {call}
+    """)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert fragment in out, out
+    assert "test_misuse.py:3:" in out, out  # the line of the call in the user's test
+    assert "Traceback" not in out and "pytest_elr/" not in out, out
+
+
+def test_python_api_leader_none_on_a_leaderless_partition(pytester: pytest.Pytester) -> None:
+    """`leader="none"` (as YAML spells it) and `leader=None` both mean no leader."""
+    pytester.makepyfile(test_none="""
+        def test_it(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_isr=2)
+            c.isolate(0); c.isolate(1); c.isolate(2)
+            c.expect(leader="none")
+            c.expect(leader=None)
+    """)
+    pytester.runpytest("--elr-backend=model", "--elr-checker=inline").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("option, fragment", [
+    ("--elr-backend=nope", "--elr-backend: unknown backend 'nope'"),
+    ("--elr-history-dir={file}", "exists and is not a directory"),
+    ("--elr-report={file}/report.html", "exists and is not a directory"),
+    ("--elr-report={dir}", "is a directory, expected a file path"),
+])
+def test_bad_options_are_usage_errors_before_any_test(option: str, fragment: str, pytester: pytest.Pytester,
+                                                      tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+    result = pytester.runpytest(option.format(file=a_file, dir=tmp_path))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert fragment in result.stderr.str()
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
