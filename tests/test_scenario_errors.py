@@ -78,6 +78,7 @@ CASES = {
     "leader no": (GOOD.replace("leader: 1", "leader: no"), 6, "expected a broker id or none"),
     "key typo": (GOOD.replace("leader: 1", "leadr: 1"), 6, "did you mean 'leader'"),
     "action typo": (GOOD.replace("isolate: 0", "isolat: 0"), 5, "did you mean 'isolate'"),
+    "no replicas": (GOOD.replace("replicas: [0, 1, 2]", "replicas: []"), 2, "expected at least one replica"),
     "hwm typo": (GOOD.replace("leader: 1", "hwm: frozn"), 6, "did you mean 'frozen'"),
 }
 

@@ -172,6 +172,8 @@ class _Builder:
             if required not in doc:
                 r.fail(node, f"topic: missing required key {required!r}")
         replicas = tuple(r.brokers_list(doc["replicas"], "topic.replicas"))
+        if not replicas:
+            r.fail(doc["replicas"], "topic.replicas: expected at least one replica")
         if len(set(replicas)) != len(replicas):
             r.fail(doc["replicas"], "topic.replicas: a broker can hold only one replica")
         min_isr = r.integer(doc["min_insync_replicas"], "topic.min_insync_replicas", minimum=1,
