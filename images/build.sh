@@ -6,4 +6,4 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bash "$here/setup-host.sh"
 cd "$here/.."
-exec python3 -m pytest_elr.sut.images build "$@"
+exec python3 -m pytest_elr images build "$@"

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_elr.model.mutants import MUTANTS, check_mutant, load_suite
+from pytest_elr.model.mutants import MUTANTS
+from pytest_elr.scenario.suite import load_suite
+from pytest_elr.schedule.mutants import check_mutant
 
 SUITE = load_suite(Path(__file__).resolve().parents[1] / "scenarios")
 

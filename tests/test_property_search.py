@@ -36,8 +36,8 @@ def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path
 
 def test_compare_generates_runnable_schedules(tmp_path: Path) -> None:
     from pytest_elr.actions import Slow
-    from pytest_elr.compare import schedule_scenarios
     from pytest_elr.core.nodes import CONTROLLER
+    from pytest_elr.schedule.compare import schedule_scenarios
 
     scenarios = schedule_scenarios(3, 8, "kafka", tmp_path)
     assert len(scenarios) == 3 and len(list(tmp_path.glob("*.elr.yaml"))) == 3

@@ -1,6 +1,6 @@
 """Throughput of sequential appends with periodic fsync: plain directory vs the layer.
 
-``python -m pytest_elr.lazyfs.bench [--dir DIR] [--mib N] [--fsync-every-mib N] [--rounds N]``
+``elr bench lazyfs [--dir DIR] [--mib N] [--fsync-every-mib N] [--rounds N]``
 
 Columns: a plain directory (its fsync reaches the disk); the layer (its fsync writes
 the cache into the backing directory's page cache); the layer with
@@ -16,6 +16,7 @@ import contextlib
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 
@@ -55,8 +56,8 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m pytest_elr.lazyfs.bench", description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="elr bench lazyfs", description=__doc__)
     p.add_argument("--dir", default=None, help="where to work (default: a temp dir)")
     p.add_argument("--mib", type=int, default=128, help="MiB written per run")
     p.add_argument("--fsync-every-mib", type=int, default=8)
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:>10}" + "".join(f" {c:>26}" for c in cells))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """One self-contained HTML report per session: a verdict table and a timeline per run.
 
 ``build_report(run_dirs, out)`` reads history directories (docs/history.md) and writes one
-offline HTML file (inline CSS and SVG, no script); ``python -m pytest_elr.report`` is its CLI.
+offline HTML file (inline CSS and SVG, no script); ``elr report`` is its CLI.
 """
 
 from __future__ import annotations

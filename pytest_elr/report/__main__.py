@@ -1,4 +1,4 @@
-"""``python -m pytest_elr.report RUN_DIR... --out report.html``: the HTML report of some runs."""
+"""``elr report RUN_DIR... --out report.html``: the HTML report of some runs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pytest_elr.report import build_report, find_runs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_elr.report", description=__doc__)
+    parser = argparse.ArgumentParser(prog="elr report", description=__doc__)
     parser.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR",
                         help="run directories, or directories searched for runs")
     parser.add_argument("--out", type=Path, default=Path("elr-report.html"), help="the HTML file to write")

@@ -1,6 +1,6 @@
-"""``python -m pytest_elr.schedule``: search random fault schedules against the model.
+"""``elr search``: search random fault schedules against the model.
 
-    python -m pytest_elr.schedule --profile legacy --examples 1000 --out found.elr.yaml
+    elr search --profile legacy --examples 1000 --out found.elr.yaml
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_elr.schedule", description=__doc__)
+    parser = argparse.ArgumentParser(prog="elr search", description=__doc__)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="legacy")
     parser.add_argument("--examples", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=25)

@@ -1,7 +1,7 @@
 """Build the container images without a registry, idempotently.
 
-    python -m pytest_elr.sut.images build [--kafka-version 4.3.1] [--force]
-    python -m pytest_elr.sut.images tag   [--kafka-version 4.3.1]   # print the expected tag
+    elr images build [--kafka-version 4.3.1] [--force]
+    elr images tag   [--kafka-version 4.3.1]   # print the expected tag
 
 Steps (each named in a :class:`BuildStepError` when it fails):
 
@@ -330,7 +330,7 @@ def build(kafka_version: str = DEFAULT_KAFKA_VERSION, force: bool = False) -> Im
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_elr.sut.images")
+    ap = argparse.ArgumentParser(prog="elr images")
     ap.add_argument("command", choices=["build", "tag"])
     ap.add_argument("--kafka-version", action="append",
                     help=f"repeatable; default {DEFAULT_KAFKA_VERSION}")

@@ -1,7 +1,7 @@
-"""``python -m pytest_elr.soak``: repeat runs on real Kafka and count what varies.
+"""``elr soak``: repeat runs on real Kafka and count what varies.
 
-    python -m pytest_elr.soak --runs 10 [--scenario scenarios/kip966_last_replica_standing.elr.yaml]
-    python -m pytest_elr.soak --suite --runs 5 [scenarios/]
+    elr soak --runs 10 [--scenario scenarios/kip966_last_replica_standing.elr.yaml]
+    elr soak --suite --runs 5 [scenarios/]
 
 The first form runs the scenario under ``kafka`` (ELR on) and ``legacy`` (ELR off, same binary)
 alternately and prints how often the fault bit, how often loss was found, and every run that did
@@ -93,7 +93,7 @@ def soak_suite(runs: int, paths: list[str], out_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_elr.soak", description=__doc__,
+    parser = argparse.ArgumentParser(prog="elr soak", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", action="store_true", help="repeat the whole suite under pytest")
     parser.add_argument("paths", nargs="*", default=["scenarios"], help="with --suite: what pytest runs")

@@ -1,7 +1,7 @@
-"""``python -m pytest_elr.compare``: the same scenarios -- and a bounded number of Hypothesis-
-generated fault schedules -- on the model and on real Kafka, and every step where they disagree.
+"""``elr compare``: the same scenarios -- and a bounded number of Hypothesis-generated fault
+schedules -- on the model and on real Kafka, and every step where they disagree.
 
-    python -m pytest_elr.compare [scenarios/...] [--profiles kafka,legacy] [--schedules 3 --steps 8]
+    elr compare [scenarios/...] [--profiles kafka,legacy] [--schedules 3 --steps 8]
 
 For each scenario and profile both backends run; after every fault the kafka backend is given
 time to reach the state the model predicts, and each time it does not, the history records a
@@ -28,12 +28,12 @@ from pytest_elr.backends.kafka import KafkaBackend, close_pool
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.history import EVENTS_FILE
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
-from pytest_elr.model.mutants import load_suite
 from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import RunResult, run_scenario
 from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.schema import Scenario
+from pytest_elr.scenario.suite import load_suite
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
 
 
@@ -105,7 +105,7 @@ def _line(scenario: Scenario, profile: str, model: RunResult, real: RunResult, f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_elr.compare", description=__doc__,
+    parser = argparse.ArgumentParser(prog="elr compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("scenarios")])
     parser.add_argument("--profiles", default="kafka,legacy")

@@ -1,0 +1,73 @@
+"""``elr``: every tool of pytest-elr behind one command (also ``python -m pytest_elr``).
+
+    elr <command> [arguments]       elr <command> --help
+
+Each command is a ``main(argv) -> exit code`` in the package it measures or drives, imported only
+when that command runs: listing the commands needs neither PySpark nor Docker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class Command(NamedTuple):
+    target: str  # "module:function"; the function takes argv (list[str] | None) and returns an exit code
+    summary: str
+
+
+# Commands of two words ("bench model") share their first word as a group: ``elr bench`` lists them.
+COMMANDS: dict[str, Command] = {
+    "images": Command("pytest_elr.sut.images:main", "build the container images (or print their tag)"),
+    "search": Command("pytest_elr.schedule.__main__:main", "property search: random fault schedules on the model"),
+    "mutants": Command("pytest_elr.schedule.mutants:main", "mutation check: does the suite kill each broken rule?"),
+    "compare": Command("pytest_elr.schedule.compare:main", "the suite and generated schedules on the model and Kafka"),
+    "soak": Command("pytest_elr.schedule.soak:main", "repeat the negative-control pair or the suite on Kafka"),
+    "check": Command("pytest_elr.checker.__main__:main", "the Spark checker's verdicts on run directories"),
+    "report": Command("pytest_elr.report.__main__:main", "the HTML report of some runs"),
+    "bench model": Command("pytest_elr.model.bench:main", "model steps per second"),
+    "bench suite": Command("pytest_elr.schedule.bench:suite_main", "wall time of the scenario suite on the model"),
+    "bench search": Command("pytest_elr.schedule.bench:search_main", "property-search schedules per minute"),
+    "bench checker": Command("pytest_elr.checker.bench:main", "the Spark checker against DuckDB, synthetic runs"),
+    "bench cluster": Command("pytest_elr.sut.bench:main", "a real cluster: start, cut, ISR shrink, fencing, memory"),
+    "bench power-off": Command("pytest_elr.sut.bench_lazyfs:main", "Kafka on the FUSE layer vs a plain dir; power off"),
+    "bench lazyfs": Command("pytest_elr.lazyfs.bench:main", "fsync'd appends: the FUSE layer vs a plain directory"),
+}
+
+HELP = ("-h", "--help")
+
+
+def usage(group: str = "") -> str:
+    """The commands (those of ``group`` only, when given), one line each."""
+    names = [n for n in COMMANDS if n.startswith(group + " ")] if group else list(COMMANDS)
+    width = max(map(len, names))
+    prefix = f"elr {group} " if group else "elr "
+    lines = [f"usage: {prefix}<command> [arguments]   ({prefix}<command> --help: its own options)", "", "commands:"]
+    lines += [f"  {n:<{width}}  {COMMANDS[n].summary}" for n in names]
+    return "\n".join(lines)
+
+
+def run(command: Command, argv: list[str]) -> int:
+    module, function = command.target.split(":")
+    return getattr(importlib.import_module(module), function)(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    for name, command in COMMANDS.items():
+        words = name.split()
+        if args[:len(words)] == words:
+            return run(command, args[len(words):])
+    groups = {n.split()[0] for n in COMMANDS if " " in n}
+    group = args[0] if args and args[0] in groups else ""
+    rest = args[1:] if group else args
+    if rest[:1] and rest[0] in HELP:
+        print(usage(group))
+        return 0
+    if rest:
+        print(f"elr: unknown command: {' '.join(args)}", file=sys.stderr)
+    print(usage(group), file=sys.stderr)
+    return 2

@@ -1,0 +1,48 @@
+"""The ``elr`` command: it lists every command, and each command's own ``--help`` works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_elr.cli import COMMANDS
+
+# The Spark checker moves from pytest_elr.analysis to pytest_elr.checker in another branch: these
+# two fail until that lands (strict, so the mark must go once they pass).
+AWAITING_CHECKER_RENAME = {"check", "bench checker"}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def elr(*args: str) -> subprocess.CompletedProcess[str]:
+    """``elr ARGS`` as ``python -m pytest_elr`` from the checkout root (so it runs this checkout's code)."""
+    return subprocess.run([sys.executable, "-m", "pytest_elr", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_help_lists_every_command() -> None:
+    done = elr("--help")
+    assert done.returncode == 0, done.stderr
+    listed = [line[2:].split("  ")[0] for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert listed == list(COMMANDS)
+
+
+def test_a_group_lists_its_commands_and_an_unknown_command_fails() -> None:
+    bench = elr("bench", "--help")
+    assert bench.returncode == 0, bench.stderr
+    assert "bench model" in bench.stdout and "images" not in bench.stdout
+    unknown = elr("no-such-command")
+    assert unknown.returncode == 2 and "unknown command" in unknown.stderr
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(reason="pytest_elr.checker lands with the rename", strict=True))
+    if n in AWAITING_CHECKER_RENAME else n
+    for n in COMMANDS
+])
+def test_each_command_passes_help_through(name: str) -> None:
+    done = elr(*name.split(), "--help")
+    assert done.returncode == 0, done.stderr
+    assert "-h, --help" in done.stdout  # the command's own argparse help, not elr's list
