@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_elr.backends.model import ModelBackend
-from pytest_elr.scenario.verdict import inline_checker
 from pytest_elr.core.errors import ScenarioError
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import parse_scenario
+from pytest_elr.scenario.verdict import inline_checker
 
 EXAMPLES = int(os.environ.get("ELR_FUZZ_EXAMPLES", "2000"))
 MAX_SECONDS_PER_EXAMPLE = 10.0
@@ -29,8 +29,8 @@ MAX_SECONDS_PER_EXAMPLE = 10.0
 HUGE = st.sampled_from([10**30, -(10**30), 2**63, -1, 0, 1e30, float("inf"), float("nan"), 99999999999999999999])
 WEIRD_TEXT = st.sampled_from(["", "~", "none", "None", "no", "010", "0b_", "1__", "1:30", "2024-01-01", "1e30",
                               "\x1b[31mred", "a\nb", "../../etc", "/abs/path", "ζ∆√", "x" * 300, "!!python/none"])
-HOSTILE = st.one_of(HUGE, WEIRD_TEXT, st.text(max_size=20), st.booleans(), st.none(), st.lists(st.integers(), max_size=3),
-                    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+HOSTILE = st.one_of(HUGE, WEIRD_TEXT, st.text(max_size=20), st.booleans(), st.none(),
+                    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
 
 
 PRINTABLE = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=30)
