@@ -30,7 +30,8 @@ HUGE = st.sampled_from([10**30, -(10**30), 2**63, -1, 0, 1e30, float("inf"), flo
 WEIRD_TEXT = st.sampled_from(["", "~", "none", "None", "no", "010", "0b_", "1__", "1:30", "2024-01-01", "1e30",
                               "\x1b[31mred", "a\nb", "../../etc", "/abs/path", "ζ∆√", "x" * 300, "!!python/none"])
 HOSTILE = st.one_of(HUGE, WEIRD_TEXT, st.text(max_size=20), st.booleans(), st.none(),
-                    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+                    st.lists(st.integers(), max_size=3),
+                    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
 
 
 PRINTABLE = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=30)
