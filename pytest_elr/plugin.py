@@ -23,6 +23,7 @@ from pytest_elr.scenario.executor import RunResult, ScenarioFailure, run_scenari
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.verdict import CHECKERS
+from pytest_elr.settings import SETTINGS, add_options, path_setting, setting
 
 SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
 RESULTS = pytest.StashKey[list[RunResult]]()
@@ -32,22 +33,7 @@ SESSIONS = pytest.StashKey[dict[str, Session | None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("elr", "pytest-elr: chaos tests of Kafka's replication protocol")
-    group.addoption("--elr-backend", default=os.environ.get("PYTEST_ELR_BACKEND", "kafka"),
-                    help="where scenarios run: kafka (real cluster in containers, the default) or "
-                         "model (the in-process oracle, milliseconds); env PYTEST_ELR_BACKEND")
-    group.addoption("--elr-profile", default=None, choices=PROFILE_NAMES,
-                    help="run only this behaviour profile (default: every profile a scenario "
-                         "declares that the backend supports)")
-    group.addoption("--elr-history-dir", default=None,
-                    help="write each run's history (JSON Lines) under this directory")
-    group.addoption("--elr-checker", default="spark", choices=("spark", "inline"),
-                    help="who judges each run's history: the Spark job (default) or an in-process "
-                         "check of acknowledged-but-unread records only")
-    group.addoption("--elr-report", default=None, metavar="PATH",
-                    help="write an offline HTML report (timelines and verdicts) of the session's runs")
-    group.addoption("--elr-kafka-version", default=None,
-                    help="Kafka release for the kafka backend (default 4.3.1; env PYTEST_ELR_KAFKA_VERSION)")
+    add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -56,24 +42,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "elr_profile(name): profile a Python-API test runs under")
     config.stash[RESULTS] = []
     _check_options(config)
-    version = config.getoption("elr_kafka_version", None)
-    if version:
-        os.environ["PYTEST_ELR_KAFKA_VERSION"] = version  # read by the kafka backend (and xdist workers)
     _stop_on_sigterm()
 
 
 def _check_options(config: pytest.Config) -> None:
     """Bad options are usage errors before any test runs, not a failure per test or at the end."""
+    for s in SETTINGS:
+        setting(config, s.name)  # a value outside its choices raises UsageError
     try:
-        load_backend(config.getoption("elr_backend"))
+        load_backend(str(setting(config, "backend")))
     except BackendError as exc:
         raise pytest.UsageError(f"--elr-backend: {exc}") from None
-    history = config.getoption("elr_history_dir")
+    history = setting(config, "history_dir")
     if history:
         problem = _unwritable_dir(Path(history))
         if problem:
             raise pytest.UsageError(f"--elr-history-dir {history}: {problem}")
-    report = config.getoption("elr_report")
+    report = setting(config, "report")
     if report:
         path = Path(report)
         problem = "is a directory, expected a file path" if path.is_dir() else _unwritable_dir(path.parent)
@@ -122,7 +107,7 @@ class ScenarioFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         scenario = load_scenario(self.path)
         backend = _backend_class(self.config)
-        wanted = self.config.getoption("elr_profile")
+        wanted = setting(self.config, "profile")
         for profile in scenario.profiles:
             if profile in backend.profiles and (wanted is None or profile == wanted):
                 item = ScenarioItem.from_parent(self, name=profile, scenario=scenario, profile=profile)
@@ -148,7 +133,7 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         backend = _new_backend(self.config)
-        checker = CHECKERS[self.config.getoption("elr_checker")]
+        checker = CHECKERS[str(setting(self.config, "checker"))]
         result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config), checker)
         self.config.stash[RESULTS].append(result)
         self.user_properties.append(("verdict", _verdict_word(result)))
@@ -176,7 +161,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _backend_class(config: pytest.Config) -> type[Backend]:
-    return load_backend(config.getoption("elr_backend"))
+    return load_backend(str(setting(config, "backend")))
 
 
 def _new_backend(config: pytest.Config) -> Backend:
@@ -185,14 +170,14 @@ def _new_backend(config: pytest.Config) -> Backend:
     sessions = config.stash.setdefault(SESSIONS, {})
     if cls.name not in sessions:
         sessions[cls.name] = cls.new_session()
-    return cls(session=sessions[cls.name])  # type: ignore[call-arg]
+    return cls(session=sessions[cls.name], version=setting(config, "kafka_version"))
 
 
 def _history_dir(config: pytest.Config) -> Path | None:
-    value = config.getoption("elr_history_dir")
+    value = path_setting(config, "history_dir")
     if value:
-        return Path(value)
-    if config.getoption("elr_checker") == "spark" or config.getoption("elr_report"):
+        return value
+    if setting(config, "checker") == "spark" or setting(config, "report"):
         # The Spark job and the report read histories from disk: keep them in pytest's temporary directory.
         if HISTORY_DIR not in config.stash:
             config.stash[HISTORY_DIR] = config._tmp_path_factory.mktemp("elr-history")  # type: ignore[attr-defined]
@@ -217,7 +202,7 @@ def elr_profile(request: pytest.FixtureRequest) -> str:
     marker = request.node.get_closest_marker("elr_profile")
     if marker is not None:
         return str(marker.args[0])
-    return str(request.config.getoption("elr_profile") or "kafka")
+    return str(setting(request.config, "profile") or "kafka")
 
 
 @pytest.fixture
@@ -289,7 +274,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     dirs = {str(r.history_dir.parent) for r in results if r.history_dir}
     for d in sorted(dirs):
         tr.write_line(f"histories: {d}")
-    report = config.getoption("elr_report")
+    report = setting(config, "report")
     if report:
         from pytest_elr.report import build_report
 

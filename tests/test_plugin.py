@@ -7,14 +7,38 @@ from pathlib import Path
 
 import pytest
 
+from pytest_elr.settings import setting
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_default_backend_is_real_kafka(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ELR_BACKEND", raising=False)
-    assert pytester.parseconfig().getoption("elr_backend") == "kafka"
+    assert setting(pytester.parseconfig(), "backend") == "kafka"
     monkeypatch.setenv("PYTEST_ELR_BACKEND", "model")
-    assert pytester.parseconfig().getoption("elr_backend") == "model"
+    assert setting(pytester.parseconfig(), "backend") == "model"
+
+
+def test_settings_command_line_over_environment_over_ini_over_default(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ELR_BACKEND", raising=False)
+    pytester.makeini("[pytest]\nelr_backend = model\nelr_checker = inline\nelr_history_dir = hist\n")
+    config = pytester.parseconfig()
+    assert setting(config, "backend") == "model" and setting(config, "checker") == "inline"
+    assert setting(config, "history_dir") == str(pytester.path / "hist")  # relative to the ini file
+    assert setting(config, "report") is None and setting(config, "progress") == "auto"
+    monkeypatch.setenv("PYTEST_ELR_BACKEND", "kafka")
+    assert setting(pytester.parseconfig(), "backend") == "kafka"
+    assert setting(pytester.parseconfig("--elr-backend=model"), "backend") == "model"
+
+
+def test_a_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nelr_checker = sparky\n")
+    pytester.makefile(".elr.yaml", s="cluster: {brokers: 1}\ntopic: {replicas: [0], min_insync_replicas: 1}\n"
+                                     "steps: [{at: T0}]\n")
+    result = pytester.runpytest("--elr-backend=model")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ini elr_checker: expected one of spark, inline, got 'sparky'" in result.stderr.str()
 
 
 def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester) -> None:

@@ -41,6 +41,11 @@ class Backend(ABC):
     #: the Kafka release under test, when there is one (written into each history)
     kafka_version: str | None = None
 
+    def __init__(self, session: Session | None = None, version: str | None = None) -> None:
+        """``session``: what ``new_session`` made for this pytest session; ``version``: the release of
+        the system under test to run (None: the backend's default)."""
+        self.session = session
+
     @classmethod
     def new_session(cls) -> Session | None:
         """Shared state for one pytest session; the plugin keeps it and closes it at the end."""

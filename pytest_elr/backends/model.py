@@ -20,7 +20,7 @@ class ModelBackend(Backend):
     profiles: ClassVar[frozenset[str]] = frozenset(PROFILE_NAMES)
     settles_instantly: ClassVar[bool] = True
 
-    def __init__(self, session: Session | None = None, rules: Rules | None = None) -> None:
+    def __init__(self, session: Session | None = None, version: str | None = None, rules: Rules | None = None) -> None:
         self._rules = rules  # a mutant of the oracle (see pytest_elr.model.mutants)
         self.model: ModelCluster | None = None
         self.history: History | None = None

@@ -1,0 +1,88 @@
+"""The plugin's settings: every ``--elr-*`` option is also an ini key and (some) an environment
+variable. The command line wins over the environment, the environment over the ini file, the ini
+file over the default -- the order Tavern and pytest-xdist users expect.
+
+A repo pins its choices in ``pyproject.toml`` (``[tool.pytest.ini_options] elr_backend = "model"``)
+or ``pytest.ini``; paths in an ini file are relative to that file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_elr.model.profiles import PROFILE_NAMES
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # ``backend`` -> ``--elr-backend``, ini ``elr_backend``
+    help: str
+    default: str | None = None
+    env: str | None = None
+    choices: tuple[str, ...] | None = None
+    path: bool = False
+
+    @property
+    def option(self) -> str:
+        return "--elr-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "elr_" + self.name
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("backend", "where scenarios run: kafka (real cluster in containers) or model (the in-process "
+            "oracle, milliseconds), or a backend another package registers", "kafka", env="PYTEST_ELR_BACKEND"),
+    Setting("profile", "run only this behaviour profile (default: every profile a scenario declares that the "
+            "backend supports)", choices=PROFILE_NAMES),
+    Setting("history_dir", "write each run's history (JSON Lines) under this directory (default: a temporary "
+            "directory)", path=True),
+    Setting("checker", "who judges each run's history: spark (the PySpark job; falls back to inline, saying so, "
+            "when pyspark is not installed) or inline (acknowledged-but-unread records, in process)", "spark",
+            choices=("spark", "inline")),
+    Setting("report", "write one offline HTML report (verdicts and a timeline per run) to this file", path=True),
+    Setting("kafka_version", "Kafka release for the kafka backend (default: the newest built and tested)",
+            env="PYTEST_ELR_KAFKA_VERSION"),
+    Setting("progress", "print each step as it runs (label, actions, the state it settles in, time): auto (with "
+            "-v, not under xdist), on or off", "auto", choices=("auto", "on", "off")),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("elr", "pytest-elr: chaos tests of Kafka's replication protocol")
+    for s in SETTINGS:
+        extra = f" [ini {s.ini}" + (f", env {s.env}" if s.env else "") + (f"; default {s.default}" if s.default else "")
+        group.addoption(s.option, dest=s.ini, default=None, help=s.help + extra + "]")
+        parser.addini(s.ini, s.help, default=None)
+
+
+def setting(config: pytest.Config, name: str) -> str | None:
+    """The value of a setting: command line, then environment, then ini file, then default."""
+    s = BY_NAME[name]
+    value = config.getoption(s.ini)
+    if value is None and s.env:
+        value = os.environ.get(s.env) or None
+    from_ini = False
+    if value is None:
+        ini = config.getini(s.ini)
+        if ini:
+            value, from_ini = str(ini).strip(), True
+    if value is None:
+        return s.default
+    if s.choices is not None and value not in s.choices:
+        where = f"ini {s.ini}" if from_ini else s.option
+        raise pytest.UsageError(f"{where}: expected one of {', '.join(s.choices)}, got {value!r}")
+    if s.path and from_ini and config.inipath is not None:
+        value = str(config.inipath.parent / value)
+    return value
+
+
+def path_setting(config: pytest.Config, name: str) -> Path | None:
+    value = setting(config, name)
+    return Path(value) if value else None
