@@ -30,6 +30,8 @@ RESULTS = pytest.StashKey[list[RunResult]]()
 HISTORY_DIR = pytest.StashKey[Path]()
 #: per backend name, what its runs share for the session (e.g. the kafka backend's cluster pool)
 SESSIONS = pytest.StashKey[dict[str, Session | None]]()
+#: the SIGTERM handler in force before the first ELR run (restored when the session ends)
+SIGTERM_BEFORE = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,7 +44,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "elr_profile(name): profile a Python-API test runs under")
     config.stash[RESULTS] = []
     _check_options(config)
-    _stop_on_sigterm()
 
 
 def _check_options(config: pytest.Config) -> None:
@@ -79,22 +80,33 @@ def _unwritable_dir(path: Path) -> str | None:
     return None
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM (a CI job's timeout, `kill`) ends the session as Ctrl-C does.
+def _stop_on_sigterm(config: pytest.Config) -> None:
+    """From the first ELR run until the session's clusters are closed, SIGTERM (a CI job's
+    timeout, `kill`) ends the session as Ctrl-C does; the previous handler comes back at the end.
 
     pytest reports any other exception raised in a test, SystemExit included, as that test's
     failure and goes on with the next one, starting clusters while it is being stopped.
-    KeyboardInterrupt stops the session and unwinds fixtures; clusters close at exit.
+    KeyboardInterrupt stops the session and unwinds fixtures; clusters close at the end. A session
+    that runs no ELR test keeps its own handling untouched.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if SIGTERM_BEFORE in config.stash or threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous not in (signal.SIG_DFL, None):
         return  # someone else decided (e.g. an xdist worker's own handling)
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
+    config.stash[SIGTERM_BEFORE] = previous
     signal.signal(signal.SIGTERM, stop)
+
+
+def _restore_sigterm(config: pytest.Config) -> None:
+    previous = config.stash.get(SIGTERM_BEFORE, None)
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+        del config.stash[SIGTERM_BEFORE]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -167,6 +179,7 @@ def _backend_class(config: pytest.Config) -> type[Backend]:
 def _new_backend(config: pytest.Config) -> Backend:
     """A backend for one run, sharing the session's state (the kafka backend's cluster pool)."""
     cls = _backend_class(config)
+    _stop_on_sigterm(config)
     sessions = config.stash.setdefault(SESSIONS, {})
     if cls.name not in sessions:
         sessions[cls.name] = cls.new_session()
@@ -239,6 +252,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if shared is not None:
             shared.close()  # pooled real clusters live until the session ends
     session.config.stash[SESSIONS] = {}
+    _restore_sigterm(session.config)
     spark = sys.modules.get("pytest_elr.analysis.session")
     if spark is not None:
         spark.stop_spark()

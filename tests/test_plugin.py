@@ -137,3 +137,25 @@ def test_python_api_fixture(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--elr-backend=model", "--strict-markers")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*invariant*broken*"])
+
+
+def test_sigterm_is_handled_only_while_elr_runs_live(pytester: pytest.Pytester) -> None:
+    """A repo that has the plugin installed keeps its own SIGTERM handling in tests that are not
+    ours; from the first ELR run to the end of the session SIGTERM ends the session like Ctrl-C,
+    and the handler before it comes back afterwards."""
+    pytester.makeconftest("""
+        import signal
+        def pytest_unconfigure(config):
+            open("after.txt", "w").write(str(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL))
+    """)
+    pytester.makepyfile(test_sig="""
+        import signal
+        def test_a_plain_test():
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        def test_an_elr_test(elr_cluster):
+            elr_cluster(brokers=1, replicas=[0], min_isr=1)
+            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+    """)
+    result = pytester.runpytest_subprocess("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    assert (pytester.path / "after.txt").read_text() == "True"
