@@ -17,6 +17,7 @@ from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend, Session
 from pytest_elr.core.errors import BackendError, ScenarioError
+from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, run_scenario
@@ -120,15 +121,25 @@ class ScenarioFile(pytest.File):
         scenario = load_scenario(self.path)
         backend = _backend_class(self.config)
         wanted = setting(self.config, "profile")
+        # Profiles the backend cannot run are left out, unless that leaves nothing: then they are
+        # shown as skips with the reason, not as a silent "no tests collected".
+        runnable = [p for p in scenario.profiles if p in backend.profiles]
         for profile in scenario.profiles:
-            if profile in backend.profiles and (wanted is None or profile == wanted):
-                item = ScenarioItem.from_parent(self, name=profile, scenario=scenario, profile=profile)
-                if scenario.backends is not None and backend.name not in scenario.backends:
-                    # Shown as a skip with the scenario's own reason: never counted as a pass.
-                    item.add_marker(pytest.mark.skip(
-                        reason=f"not stageable on the {backend.name} backend "
-                               f"(runs on {', '.join(scenario.backends)}): {scenario.backends_reason}"))
-                yield item
+            if (wanted is not None and profile != wanted) or (runnable and profile not in runnable):
+                continue
+            # The id carries the scenario's name, so `-k <name>` selects it and CI shows it.
+            name = f"{slug(scenario.name)}[{profile}]"
+            item = ScenarioItem.from_parent(self, name=name, scenario=scenario, profile=profile)
+            # Shown as skips with their reason (pytest -rs), never counted as passes.
+            if profile not in backend.profiles:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"profile {profile} cannot run on the {backend.name} backend "
+                           f"(it runs {', '.join(sorted(backend.profiles))})"))
+            elif scenario.backends is not None and backend.name not in scenario.backends:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"not stageable on the {backend.name} backend "
+                           f"(runs on {', '.join(scenario.backends)}): {scenario.backends_reason}"))
+            yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (ScenarioError, BackendError)):

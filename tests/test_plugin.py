@@ -159,3 +159,16 @@ def test_sigterm_is_handled_only_while_elr_runs_live(pytester: pytest.Pytester) 
     result = pytester.runpytest_subprocess("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
     assert (pytester.path / "after.txt").read_text() == "True"
+
+
+def test_ids_carry_the_scenario_name_and_a_profile_no_backend_runs_is_a_reasoned_skip(
+        pytester: pytest.Pytester) -> None:
+    body = "cluster: {brokers: 1}\ntopic: {replicas: [0], min_insync_replicas: 1}\nsteps: [{at: T0}]\n"
+    pytester.makefile(".elr.yaml", first="name: lonely-broker\n" + body,
+                      second="name: full-kip-only\nprofiles: [kip966]\n" + body)
+    result = pytester.runpytest("--elr-backend=kafka", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["first.elr.yaml::lonely-broker[[]kafka[]]", "first.elr.yaml::lonely-broker[[]legacy[]]",
+                                 "second.elr.yaml::full-kip-only[[]kip966[]]"])
+    result = pytester.runpytest("--elr-backend=kafka", "-k", "full-kip", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*profile kip966 cannot run on the kafka backend (it runs kafka, legacy)*"])

@@ -36,7 +36,7 @@ class History:
 
     @classmethod
     def create(cls, root: Path | None, **meta: Any) -> History:
-        run_id = f"{_slug(meta.get('scenario', 'run'))}-{_slug(meta.get('profile', ''))}-{uuid.uuid4().hex[:8]}"
+        run_id = f"{slug(meta.get('scenario', 'run'))}-{slug(meta.get('profile', ''))}-{uuid.uuid4().hex[:8]}"
         meta = {"schema": SCHEMA, "run_id": run_id, "started_at": _now(), "finished_at": None,
                 "outcome": None, **meta}
         history = cls(meta=meta)
@@ -83,7 +83,7 @@ class History:
         (self.directory / META_FILE).write_text(json.dumps(self.meta, indent=2) + "\n")
 
 
-def _slug(text: object, limit: int = 60) -> str:
+def slug(text: object, limit: int = 60) -> str:
     """A safe file-name part: letters, digits, ``.``, ``_``, ``-`` only, never ``.`` or ``..``."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip(".-")[:limit]
     return slug or "run"
