@@ -167,7 +167,8 @@ def test_ids_carry_the_scenario_name_and_a_profile_no_backend_runs_is_a_reasoned
     pytester.makefile(".elr.yaml", first="name: lonely-broker\n" + body,
                       second="name: full-kip-only\nprofiles: [kip966]\n" + body)
     result = pytester.runpytest("--elr-backend=kafka", "--collect-only", "-q")
-    result.stdout.fnmatch_lines(["first.elr.yaml::lonely-broker[[]kafka[]]", "first.elr.yaml::lonely-broker[[]legacy[]]",
+    result.stdout.fnmatch_lines(["first.elr.yaml::lonely-broker[[]kafka[]]",
+                                 "first.elr.yaml::lonely-broker[[]legacy[]]",
                                  "second.elr.yaml::full-kip-only[[]kip966[]]"])
     result = pytester.runpytest("--elr-backend=kafka", "-k", "full-kip", "-rs")
     result.assert_outcomes(skipped=1)
