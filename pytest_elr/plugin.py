@@ -157,7 +157,8 @@ class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         backend = _new_backend(self.config)
         checker = CHECKERS[str(setting(self.config, "checker"))]
-        result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config), checker)
+        result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config), checker,
+                              progress=_progress_writer(self.config))
         self.config.stash[RESULTS].append(result)
         self.user_properties.append(("verdict", _verdict_word(result)))
         if not result.passed:
@@ -181,6 +182,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if isinstance(error, (ScenarioError, ScenarioFailure)) and not isinstance(item, ScenarioItem):
         report.longrepr = str(error)
     return report
+
+
+def _progress_writer(config: pytest.Config) -> Callable[[str], None] | None:
+    """Where live step lines go: the terminal, with -v (or ``--elr-progress=on``); never from an
+    xdist worker unless asked (its output would interleave with the others')."""
+    mode = setting(config, "progress")
+    worker = hasattr(config, "workerinput")
+    if mode == "off" or (mode == "auto" and (worker or config.getoption("verbose") < 1)):
+        return None
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return None
+
+    def write(line: str) -> None:
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():  # the run's own output stays captured
+            reporter.write_line(line)
+
+    return write
 
 
 def _backend_class(config: pytest.Config) -> type[Backend]:

@@ -173,3 +173,15 @@ def test_ids_carry_the_scenario_name_and_a_profile_no_backend_runs_is_a_reasoned
     result = pytester.runpytest("--elr-backend=kafka", "-k", "full-kip", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*profile kip966 cannot run on the kafka backend (it runs kafka, legacy)*"])
+
+
+def test_live_progress_with_verbose_only(pytester: pytest.Pytester) -> None:
+    shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
+    line = "*T2*power_off [[]2[]] -> leader=none isr=[[][]] elr=[[]1, 2[]]*"
+    quiet = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "--elr-profile=kafka")
+    assert "power_off [2] ->" not in quiet.stdout.str()
+    loud = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "--elr-profile=kafka", "-v")
+    loud.stdout.fnmatch_lines(["*T0 * isolate {broker: 0, from: all}*", line])
+    forced = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "--elr-profile=kafka",
+                                "--elr-progress=on")
+    forced.stdout.fnmatch_lines([line])

@@ -8,9 +8,12 @@ checker's verdict on the history.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume
 from pytest_elr.backends.base import Backend
@@ -59,8 +62,11 @@ class RunResult:
 
 
 class Executor:
-    def __init__(self, scenario: Scenario, backend: Backend, profile: str, history: History):
+    def __init__(self, scenario: Scenario, backend: Backend, profile: str, history: History,
+                 progress: Callable[[str], None] | None = None):
         self.scenario = scenario
+        #: told one line per step as it ends (live progress in a CI log)
+        self.progress = progress
         self.backend = backend
         self.profile = profile
         self.history = history
@@ -113,6 +119,24 @@ class Executor:
             raise ScenarioFailure("\n".join(failures) + more)
 
     def _step(self, step: Step) -> None:
+        started = time.monotonic()
+        try:
+            obs = self._run_step(step)
+        except ScenarioFailure:
+            self._say(step, None, started)
+            raise
+        self._say(step, obs, started)
+
+    def _say(self, step: Step, obs: Observation | None, started: float) -> None:
+        if self.progress is None:
+            return
+        brokers = self.scenario.cluster.brokers
+        did = "; ".join(f"{k} {_flow(v)}" for a in step.actions for item in a.to_yaml(brokers)
+                        for k, v in item.items())
+        state = describe(obs) if obs is not None else "FAILED"
+        self.progress(f"  {step.label:<8} {did or '-'} -> {state} ({time.monotonic() - started:.1f}s)")
+
+    def _run_step(self, step: Step) -> Observation:
         self.history.step = step.label
         self.history.record("step", phase="begin", line=step.line, note=step.note)
         ctx = StepContext(hwm_before=self.last_hwm)
@@ -136,6 +160,7 @@ class Executor:
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), StepContext(None), record=False)  # type: ignore[union-attr,arg-type]
         self.history.record("step", phase="end")
+        return obs
 
     def apply(self, action: Action, ctx: StepContext, record: bool = True) -> None:
         if record and action.fault:
@@ -348,6 +373,11 @@ def observed_invariants(obs: Observation) -> list[str]:
     return out
 
 
+def _flow(value: Any) -> str:
+    """A YAML value on one line, as a scenario would write it (``{broker: 0, from: all}``)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False).strip().removesuffix("...").strip()
+
+
 def describe(obs: Observation) -> str:
     return (f"leader={_b(obs.leader)} isr={list(obs.isr)} elr={list(obs.elr)} "
             f"last_known_elr={list(obs.last_known_elr)} fenced={list(obs.fenced)} hwm={obs.hwm}")
@@ -359,7 +389,7 @@ def _b(value: int | None) -> str:
 
 def run_scenario(
     scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
-    checker: Checker = inline_checker,
+    checker: Checker = inline_checker, progress: Callable[[str], None] | None = None,
 ) -> RunResult:
     started = time.monotonic()
     history = History.create(
@@ -367,7 +397,7 @@ def run_scenario(
         profile=profile, kafka_version=backend.kafka_version,
         topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
     )
-    executor = Executor(scenario, backend, profile, history)
+    executor = Executor(scenario, backend, profile, history, progress)
     verdict: Verdict | None = None
     try:
         executor.run()
