@@ -375,7 +375,8 @@ def observed_invariants(obs: Observation) -> list[str]:
 
 def _flow(value: Any) -> str:
     """A YAML value on one line, as a scenario would write it (``{broker: 0, from: all}``)."""
-    return yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False).strip().removesuffix("...").strip()
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False)
+    return text.strip().removesuffix("...").strip()
 
 
 def describe(obs: Observation) -> str:
