@@ -20,7 +20,7 @@ from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.scenario.executor import RunResult, ScenarioFailure, run_scenario
+from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.verdict import CHECKERS
@@ -154,15 +154,28 @@ class ScenarioItem(pytest.Item):
         self.profile = profile
         self.add_marker("elr_scenario")
 
+    def setup(self) -> None:
+        """The cluster comes up here, so infrastructure that cannot start (no engine, no image) is
+        an *error* of this test -- in JUnit too -- never a failure like lost data."""
+        self._run = ScenarioRun(self.scenario, _new_backend(self.config), self.profile, _history_dir(self.config),
+                                _checker(self.config), progress=_progress_writer(self.config))
+        try:
+            self._run.start()
+        except BackendError as exc:
+            self.config.stash[RESULTS].append(self._run.result(False, f"backend could not start: {exc}"))
+            raise
+
     def runtest(self) -> None:
-        backend = _new_backend(self.config)
-        checker = CHECKERS[str(setting(self.config, "checker"))]
-        result = run_scenario(self.scenario, backend, self.profile, _history_dir(self.config), checker,
-                              progress=_progress_writer(self.config))
+        result = self._run.finish()
         self.config.stash[RESULTS].append(result)
         self.user_properties.append(("verdict", _verdict_word(result)))
         if not result.passed:
             raise ScenarioFailure(result.message)
+
+    def teardown(self) -> None:
+        run = getattr(self, "_run", None)
+        if run is not None:
+            run.close("error")  # a run interrupted before it finished (a no-op once finished)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (ScenarioFailure, ScenarioError, BackendError)):
@@ -182,6 +195,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if isinstance(error, (ScenarioError, ScenarioFailure)) and not isinstance(item, ScenarioItem):
         report.longrepr = str(error)
     return report
+
+
+def _checker(config: pytest.Config) -> Any:
+    return CHECKERS[str(setting(config, "checker"))]
 
 
 def _progress_writer(config: pytest.Config) -> Callable[[str], None] | None:

@@ -99,7 +99,8 @@ class Executor:
         """Every step, the finale and the final read; a failing step is reported with every other
         failing step at the end (the first one first), so one run shows all that went wrong."""
         s = self.scenario
-        self.start()
+        if self.model is None:
+            self.start()
         failures: list[str] = []
         for step in s.steps:
             try:
@@ -388,41 +389,84 @@ def _b(value: int | None) -> str:
     return "none" if value is None else str(value)
 
 
+class ScenarioRun:
+    """One scenario on one backend under one profile, in two phases: ``start`` brings the cluster
+    up (what fails there is infrastructure: pytest reports it as an error of the test's setup),
+    ``finish`` runs the steps and judges the history (what fails there is the system under test)."""
+
+    def __init__(self, scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
+                 checker: Checker = inline_checker, progress: Callable[[str], None] | None = None) -> None:
+        self.scenario, self.backend, self.profile, self.checker = scenario, backend, profile, checker
+        self.started = time.monotonic()
+        self.history = History.create(
+            history_root, scenario=scenario.name, scenario_file=scenario.path, backend=backend.name,
+            profile=profile, kafka_version=backend.kafka_version,
+            topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
+        )
+        self.executor = Executor(scenario, backend, profile, self.history, progress)
+        self._closed = False
+
+    def start(self) -> None:
+        """Raises BackendError (after closing the run) when the system under test cannot start."""
+        try:
+            self.executor.start()
+        except BackendError as exc:
+            self.history.record("backend_error", message=str(exc))
+            self.close("error")
+            raise
+
+    def finish(self) -> RunResult:
+        scenario, backend, history = self.scenario, self.backend, self.history
+        verdict: Verdict | None = None
+        try:
+            self.executor.run()
+            history.end_events()
+            verdict = self.checker(history)
+            message = judge(scenario, self.profile, self.executor, verdict)
+            passed = message is None
+        except ScenarioFailure as exc:
+            passed, message = False, str(exc)
+        except BackendError as exc:
+            passed, message = False, f"{scenario.path}: backend {backend.name} failed: {exc}"
+        finally:
+            self._release()
+        self.close("passed" if passed else ("error" if verdict is None else "failed"))
+        return self.result(passed, message or "", verdict)
+
+    def result(self, passed: bool, message: str, verdict: Verdict | None = None) -> RunResult:
+        ex = self.executor
+        return RunResult(
+            scenario=self.scenario.name, path=self.scenario.path, profile=self.profile, backend=self.backend.name,
+            passed=passed, message=message, verdict=verdict, expected_loss=ex.expected_loss,
+            violations=ex.violations, losses=ex.losses, history_dir=self.history.directory,
+            duration_s=time.monotonic() - self.started,
+        )
+
+    def _release(self) -> None:
+        try:
+            self.backend.close()
+        except Exception as exc:  # a cluster that cannot heal is evicted; say so, keep the verdict
+            self.history.record("backend_error", message=str(exc))
+
+    def close(self, outcome: str) -> None:
+        if not self._closed:
+            self._closed = True
+            if outcome == "error":
+                self._release()
+            self.history.close(outcome)
+
+
 def run_scenario(
     scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
     checker: Checker = inline_checker, progress: Callable[[str], None] | None = None,
 ) -> RunResult:
-    started = time.monotonic()
-    history = History.create(
-        history_root, scenario=scenario.name, scenario_file=scenario.path, backend=backend.name,
-        profile=profile, kafka_version=backend.kafka_version,
-        topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
-    )
-    executor = Executor(scenario, backend, profile, history, progress)
-    verdict: Verdict | None = None
+    """Start and finish one run; a system that cannot start gives a failed result, not an exception."""
+    run = ScenarioRun(scenario, backend, profile, history_root, checker, progress)
     try:
-        executor.run()
-        history.end_events()
-        verdict = checker(history)
-        message = judge(scenario, profile, executor, verdict)
-        passed = message is None
-    except ScenarioFailure as exc:
-        passed, message = False, str(exc)
+        run.start()
     except BackendError as exc:
-        passed, message = False, f"{scenario.path}: backend {backend.name} failed: {exc}"
-    finally:
-        try:
-            backend.close()
-        except Exception as exc:  # a cluster that cannot heal is evicted; say so, keep the verdict
-            history.record("backend_error", message=str(exc))
-    history.close("passed" if passed else ("error" if verdict is None else "failed"))
-    return RunResult(
-        scenario=scenario.name, path=scenario.path, profile=profile, backend=backend.name,
-        passed=passed, message=message or "", verdict=verdict,
-        expected_loss=executor.expected_loss, violations=executor.violations,
-        losses=executor.losses, history_dir=history.directory,
-        duration_s=time.monotonic() - started,
-    )
+        return run.result(False, f"{scenario.path}: backend {backend.name} could not start: {exc}")
+    return run.finish()
 
 
 def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> str | None:
