@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest import junitxml  # the JUnit writer's stash key (no public accessor)
 
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
@@ -168,7 +169,7 @@ class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         result = self._run.finish()
         self.config.stash[RESULTS].append(result)
-        self.user_properties.append(("verdict", _verdict_word(result)))
+        _record_for_junit(self, result)
         if not result.passed:
             raise ScenarioFailure(result.message)
 
@@ -195,6 +196,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if isinstance(error, (ScenarioError, ScenarioFailure)) and not isinstance(item, ScenarioItem):
         report.longrepr = str(error)
     return report
+
+
+def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
+    """The run's verdict, counts and history in the JUnit file, where its schema allows them:
+    inside the test case for xunit1, as suite properties named after the test for xunit2 (whose
+    schema has no properties in a test case; pytest's record_testsuite_property does the same)."""
+    verdict = result.verdict
+    props = {"verdict": _verdict_word(result), "acked": verdict.acked if verdict else 0,
+             "read": verdict.read if verdict else 0, "lost": verdict.lost_count if verdict else 0,
+             "history": str(result.history_dir or "")}
+    xml = item.config.stash.get(junitxml.xml_key, None)
+    if item.config.getini("junit_family") == "xunit1" or xml is None:
+        item.user_properties += list(props.items())
+        return
+    for key, value in props.items():
+        xml.add_global_property(f"{item.nodeid}::{key}", value)
 
 
 def _checker(config: pytest.Config) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,27 @@ def test_live_progress_with_verbose_only(pytester: pytest.Pytester) -> None:
     forced = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "--elr-profile=kafka",
                                 "--elr-progress=on")
     forced.stdout.fnmatch_lines([line])
+
+
+def test_junit_is_schema_valid_xunit2_and_tells_errors_from_failures(pytester: pytest.Pytester) -> None:
+    """xunit2: no properties inside a test case (the schema has none there); the verdict and
+    counts are suite properties; a scenario Kafka got wrong is a <failure>."""
+    shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
+    pytester.makefile(".elr.yaml", wrong="cluster: {brokers: 3}\n"
+                                         "topic: {replicas: [0, 1, 2], min_insync_replicas: 2}\n"
+                                         "profiles: [kafka]\n"
+                                         "steps: [{at: T0, do: [{isolate: 0}], expect: {leader: 2}}]\n")
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "--junitxml=out.xml")
+    result.assert_outcomes(passed=3, failed=1)
+    root = ET.parse(pytester.path / "out.xml").getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    allowed = {"skipped", "error", "failure", "system-out", "system-err"}  # xunit2's test case children
+    for case in suite.iter("testcase"):
+        assert {child.tag for child in case} <= allowed, ET.tostring(case)
+        assert set(case.attrib) <= {"classname", "name", "time", "file", "line"}
+    props = {p.get("name"): p.get("value") for p in suite.iterfind("properties/property")}
+    name = "kip966_last_replica_standing.elr.yaml::kip966-last-replica-standing[legacy]"
+    assert props[f"{name}::verdict"] == "loss found (40)" and props[f"{name}::acked"] == "40"
+    failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failed] == ["wrong[kafka]"]
