@@ -367,11 +367,11 @@ class ModelCluster:
         sends = [Send(v, action.acks) for v in values]
         self.sends += sends
         leader = self.part.leader
-        error = None
+        error: str | None
         if leader is None or not self.brokers[leader].running or leader in self.fenced:
             error = "NOT_LEADER_OR_FOLLOWER"
-        elif action.acks == "all" and len(self.part.isr) < self.eff_min_isr:
-            error = "NOT_ENOUGH_REPLICAS"
+        else:
+            error = controller.produce_rejection(action.acks, self.part.isr, self.eff_min_isr)
         if error is not None:
             outcome.failed[error] = action.count
             for send in sends:
@@ -527,12 +527,9 @@ class ModelCluster:
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
         lead = self.logs[leader]
-        # HWM: every member of the maximal ISR has it, and (the KIP-966 rule) the committed ISR
-        # is at least min ISR.
-        if len(part.isr) >= self.eff_min_isr or not self.profile.rules.hwm_requires_min_isr:
-            members = self.maximal_isr()
-            ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in members]
-            new_hwm = max(lead.hwm, min(ends))
+        if controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
+            ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
+            new_hwm = controller.advance_hwm(lead.hwm, ends)
             if new_hwm > lead.hwm:
                 lead.hwm = new_hwm
                 self._extend_committed(lead)

@@ -1,6 +1,22 @@
-"""The controller's partition rules (KIP-966, KIP-903), in the spirit of Kafka's
-``PartitionChangeBuilder``: every change proposes an ISR, the ELR follows from it, then a leader
-is elected if the partition needs one. docs/model.md quotes the KIP sentence behind each rule.
+"""The partition rules of KIP-966 and KIP-903, one function per rule, each beside the seed sentence
+it implements. Read top to bottom, the module follows the order in which the model applies them.
+
+1. The threshold every rule compares against: ``effective_min_isr``.
+2. The events, in the order ``ModelCluster._controller_round`` handles them in a settle round:
+   ``fence`` -> ``register_unclean`` -> ``reassign_directory`` -> ``unfence`` -> ``alter_partition``
+   (``reject_alter_partition`` first); then ``change_min_isr``, which its action calls directly
+   (as a clean shutdown calls ``fence``).
+3. The partition change an ISR change builds, step by step like Kafka's
+   ``PartitionChangeBuilder.build()``: ``propose_isr`` -> ``keep_last_isr_member`` (legacy) or
+   ``clear_elr_at_min_isr`` / ``extend_elr_under_min_isr`` -> ``record_last_known_leader``
+   (kafka) -> ``bump`` -> ``maybe_elect`` -> ``choose_leader`` (``electable``,
+   ``last_known_leader``, ``unclean_recovery``) -> ``bump``.
+4. The two rules the leader applies against the controller's ISR (``ModelCluster._produce`` and
+   ``_leader_round``): ``produce_rejection`` -> ``hwm_may_advance`` -> ``advance_hwm``.
+
+Each docstring gives the rule in our words, the seed sentence (a short quote with its section),
+and the ``Rules`` field that switches it off for the mutation check. docs/model.md tabulates them
+with the scenario that exercises each.
 """
 
 from __future__ import annotations
@@ -8,12 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_elr.model.profiles import LastKnown, Profile, UncleanRecovery
+from pytest_elr.model.profiles import LastKnown, Profile, Rules, UncleanRecovery
 from pytest_elr.model.state import AlterPartition, PartitionRecord
 
 
 @dataclass
 class ControllerContext:
+    """What the controller knows besides the partition record."""
+
     profile: Profile
     min_isr: int  # as configured
     is_unfenced: Callable[[int], bool]
@@ -22,70 +40,64 @@ class ControllerContext:
     log_info: Callable[[int], tuple[int, int]]
 
     def eff(self, part: PartitionRecord) -> int:
+        """The effective min ISR of the partition."""
         return effective_min_isr(self.min_isr, len(part.replicas), self.profile)
 
 
+# --- 1. the threshold ------------------------------------------------------------------------
+
+
 def effective_min_isr(min_isr: int, replication_factor: int, profile: Profile) -> int:
-    """KIP-966: the effective min ISR is min(min.insync.replicas, replication factor)."""
+    """The min ISR every rule uses: the configured value capped at the replication factor, so a
+    topic configured with more min.insync.replicas than replicas can still commit.
+
+    KIP-966, "Additional High Watermark advancement requirement": "For backward compatibility,
+    the effective min.insync.replicas will be min(min.insync.replicas, replication factor)."
+
+    Mutation switch: ``Rules.cap_min_isr_at_rf``.
+    """
     if profile.rules.cap_min_isr_at_rf and replication_factor:
         return min(min_isr, replication_factor)
     return min_isr
 
 
-def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerContext) -> None:
-    """Apply a proposed ISR with the ELR update rules, then elect if needed."""
-    profile = ctx.profile
-    proposed = part.ordered(proposed)
-    if not profile.elr:
-        # Pre-ELR: the ISR never becomes empty; the last member stays even when fenced.
-        part.isr = proposed if proposed else part.isr[:]
-        _bump(part, leader_change=False)
-        _maybe_elect(part, ctx)
-        return
-    min_isr = ctx.eff(part)
-    old_isr = part.isr
-    if len(proposed) >= min_isr and profile.rules.clear_elr_at_min_isr:
-        # Rule 1: an ISR at min ISR lets the HWM move, so nobody outside it is complete any more.
-        part.elr = []
-        part.last_known_elr = []
-    elif len(proposed) < min_isr:
-        # Rule 2: keep the ELR, add those leaving the ISR, drop anyone who is in the ISR.
-        elr = set(part.elr) | (set(old_isr) - set(proposed))
-        part.elr = part.ordered(elr - set(proposed))
-        if profile.last_known is LastKnown.ELR_SET:
-            part.last_known_elr = part.ordered(set(part.last_known_elr) - set(proposed) - elr)
-    if not proposed and old_isr and profile.last_known is LastKnown.LAST_LEADER and part.leader is not None:
-        # Kafka records the leader at the moment the partition first becomes leaderless.
-        part.last_known_elr = [part.leader]
-    part.isr = proposed
-    _bump(part, leader_change=False)
-    _maybe_elect(part, ctx)
+# --- 2. events, in the order of the controller's round ---------------------------------------
 
 
 def fence(part: PartitionRecord, broker: int, ctx: ControllerContext) -> None:
-    """The broker's session expired (or it shut down): it leaves the ISR and leadership.
+    """A broker's session expired (or it shut down cleanly): it leaves the ISR through the ELR
+    update, and a leader that left is replaced. The caller has already marked the broker fenced,
+    so the election passes it over.
 
-    The caller has already marked the broker fenced, so ``_maybe_elect`` replaces it.
+    KIP-966, "Controller behaviors" 2: "The replica gets fenced. When it happens, the controller
+    will trigger the ELR update with the new updated ISR."
+
+    Mutation switch: none.
     """
     if broker in part.isr:
         propose_isr(part, [b for b in part.isr if b != broker], ctx)
     elif part.leader == broker:
-        _maybe_elect(part, ctx)
-
-
-def unfence(part: PartitionRecord, ctx: ControllerContext) -> None:
-    """A registered broker caught up with the metadata: it may now be elected."""
-    _maybe_elect(part, ctx)
+        maybe_elect(part, ctx)
 
 
 def register_unclean(part: PartitionRecord, broker: int, ctx: ControllerContext) -> None:
-    """A broker registered without a valid clean-shutdown epoch: it may have lost data.
+    """A broker registered without a valid clean-shutdown epoch, so it may have lost data: it
+    leaves the ISR and the ELR; under the full KIP an ELR member moves into LastKnownELR.
+    (Whether a registration is clean -- the epoch written at shutdown equals the registered one --
+    is decided in ``ModelCluster._controller_round``.)
 
-    KIP-966: the controller removes it from the ISR and the ELR before persisting the
-    registration; under the full KIP it moves into LastKnownELR.
+    KIP-966, "Controller behaviors" 4: "During the broker registration, if the broker had an
+    unclean shutdown, the controller will remove the broker from ISR and ELR before persisting
+    the registration record." "Other behaviors" 6a: "when an ELR member has an unclear shutdown,
+    it will be removed from ELR and added to the LastKnownELR."
+
+    Profiles: ``kafka`` adds nothing to LastKnownElr, which holds only the last leader in Kafka 4.x;
+    ``legacy`` changes nothing, since Kafka gates this on the ELR feature.
+
+    Mutation switch: ``Rules.drop_unclean_from_elr`` (the ELR part).
     """
     if not ctx.profile.elr:
-        return  # Kafka gates this on the ELR feature
+        return
     changed = False
     if broker in part.isr:
         part.isr = [b for b in part.isr if b != broker]
@@ -96,12 +108,67 @@ def register_unclean(part: PartitionRecord, broker: int, ctx: ControllerContext)
             part.last_known_elr = part.ordered(set(part.last_known_elr) | {broker})
         changed = True
     if changed:
-        _bump(part, leader_change=False)
-        _maybe_elect(part, ctx)
+        bump(part, leader_change=False)
+        maybe_elect(part, ctx)
+
+
+def reassign_directory(part: PartitionRecord) -> None:
+    """A replica registered on a new disk: the partition moves to that directory, a partition
+    change of its own (no leader change). A late AlterPartition then fails the partition-epoch
+    check before KIP-903's broker-epoch check is reached.
+
+    Seed: none (KIP-858 directory ids, outside the seeds). Profiles ``kafka`` and ``legacy``
+    (``Profile.directory_ids``) follow Kafka 4.3.1 as measured: "Rejecting AlterPartition ...
+    because the current partition epoch is 2, not 1" (docs/model.md, "Profiles and Kafka").
+
+    Mutation switch: none.
+    """
+    bump(part, leader_change=False)
+
+
+def unfence(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """A registered broker caught up with the metadata and may be elected again: a leaderless
+    partition gets its leader, e.g. an ELR member while the ISR is empty.
+
+    KIP-966, "Controller behaviors" 3: "The replica gets unfenced. If the replica is an ELR member
+    and ISR is empty, this replica will be elected as leader, added to ISR, and removed from ELR."
+
+    Mutation switch: none (``electable`` has one).
+    """
+    maybe_elect(part, ctx)
 
 
 def alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerContext) -> str | None:
-    """Handle a leader's AlterPartition. Returns the error code, or None when accepted."""
+    """The leader's AlterPartition: refused with an error code (``reject_alter_partition``), or
+    applied as a proposed ISR. A follower joining ends the RECOVERING state of an unclean election.
+
+    KIP-966, "Controller behaviors" 1: "When the controller receives the new ISR, it will trigger
+    an ELR update."
+
+    Mutation switch: none (``reject_alter_partition`` has two).
+    """
+    error = reject_alter_partition(part, req, ctx)
+    if error is not None:
+        return error
+    if len(req.isr) > 1:
+        part.recovering = False
+    propose_isr(part, req.isr, ctx)
+    return None
+
+
+def reject_alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerContext) -> str | None:
+    """Why the controller refuses an AlterPartition, or None. A request from an old leader or
+    against an old partition epoch is refused outright (Kafka's checks, outside the seeds). A
+    follower may join the ISR only while unfenced, and only with the broker epoch of its latest
+    registration as the leader saw it in the follower's fetches.
+
+    KIP-903, "Proposed Design" > Controller: "The controller will make sure all the broker epochs
+    in the ISR match with the latest broker epochs before persisting this change. If not, it will
+    reject the request with the error code INELIGIBLE_REPLICA."
+
+    Mutation switches: ``Rules.elect_only_unfenced`` (the fenced check), ``Rules.check_broker_epoch``
+    (the epoch check).
+    """
     if req.leader != part.leader or req.leader_epoch != part.leader_epoch:
         return "FENCED_LEADER_EPOCH"
     if req.partition_epoch != part.partition_epoch:
@@ -109,108 +176,294 @@ def alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerC
     for broker, epoch in req.new_isr:
         if broker == req.leader:
             continue
-        # A fenced broker may never join the ISR.
         if ctx.profile.rules.elect_only_unfenced and not ctx.is_unfenced(broker):
             return "INELIGIBLE_REPLICA"
-        # KIP-903: the epoch the leader saw in the follower's fetches must be the current one.
         if ctx.profile.rules.check_broker_epoch and epoch != ctx.broker_epoch(broker):
             return "INELIGIBLE_REPLICA"
-    if len(req.isr) > 1:
-        part.recovering = False  # a follower caught up with the recovered leader
-    propose_isr(part, req.isr, ctx)
     return None
 
 
 def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerContext) -> None:
-    """KIP-966: if the new min ISR <= current ISR size, the ELR is removed.
+    """min.insync.replicas changed: when the ISR already meets the new value, nobody outside it is
+    needed any more, so the ELR and LastKnownELR are emptied.
 
-    Kafka as shipped clears the ELR (and LastKnownElr) on any change of the setting.
+    KIP-966, "Other behaviors" 2: "When updating the config min.insync.replicas, if the new min ISR
+    <= current ISR, the ELR will be removed."
+
+    Profiles: ``kafka`` clears them on any change of the setting, as Kafka 4.x does; ``legacy`` has
+    no ELR.
+
+    Mutation switch: none.
     """
+    ctx.min_isr = new_min_isr
     if not ctx.profile.elr:
         return
-    ctx.min_isr = new_min_isr
     clears = ctx.profile.last_known is LastKnown.LAST_LEADER or len(part.isr) >= ctx.eff(part)
     if clears and (part.elr or part.last_known_elr):
         part.elr = []
         part.last_known_elr = []
-        _bump(part, leader_change=False)
+        bump(part, leader_change=False)
 
 
-# --- elections -------------------------------------------------------------------------------
+# --- 3. the partition change -----------------------------------------------------------------
 
 
-def _acceptable(broker: int, ctx: ControllerContext) -> bool:
-    return ctx.is_unfenced(broker) or not ctx.profile.rules.elect_only_unfenced
+def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerContext) -> None:
+    """One partition change from a proposed ISR, in the steps of Kafka's
+    ``PartitionChangeBuilder.build()``: update ISR and ELR (one of the two ELR update rules),
+    remember the last leader (kafka), bump the partition epoch, then elect if the leader is gone.
+
+    KIP-966, "Controller behaviors": "ELR update will take a proposed ISR and the controller does
+    the following:"
+
+    Mutation switch: none (the steps have theirs).
+    """
+    proposed = part.ordered(proposed)
+    if not ctx.profile.elr:
+        keep_last_isr_member(part, proposed)
+    else:
+        if len(proposed) >= ctx.eff(part):
+            clear_elr_at_min_isr(part, ctx)
+        else:
+            extend_elr_under_min_isr(part, proposed, ctx)
+        record_last_known_leader(part, proposed, ctx)
+        part.isr = proposed
+    bump(part, leader_change=False)
+    maybe_elect(part, ctx)
 
 
-def _maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
+def keep_last_isr_member(part: PartitionRecord, proposed: list[int]) -> None:
+    """Pre-ELR ISR update (``legacy``): the ISR never becomes empty; its last member stays even
+    while fenced, and is re-elected when it comes back, whatever it lost.
+
+    KIP-966, "Motivation": "The current kafka behavior will prevent ISR drops to empty which keeps
+    the last replica broker 2." Follows Kafka with ``eligible.leader.replicas.version=0``.
+
+    Mutation switch: none.
+    """
+    part.isr = proposed if proposed else part.isr[:]
+
+
+def clear_elr_at_min_isr(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """ELR update rule 1: a proposed ISR at min ISR lets the HWM move, so no replica outside it is
+    known to be complete any more: the ELR and LastKnownELR are emptied.
+
+    KIP-966, "Controller behaviors" > ELR update rule 1: "When the proposed ISR is larger or equal
+    to min ISR, the controller will update the ISR and empty the ELR." "Other behaviors" 6a: "The
+    LastKnownELR will be cleaned when ISR reaches the min ISR."
+
+    Profiles: ``kafka`` clears its LastKnownElr (the last leader) the same way.
+
+    Mutation switch: ``Rules.clear_elr_at_min_isr``.
+    """
+    if not ctx.profile.rules.clear_elr_at_min_isr:
+        return
+    part.elr = []
+    part.last_known_elr = []
+
+
+def extend_elr_under_min_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerContext) -> None:
+    """ELR update rule 2: under min ISR the HWM is frozen, so whoever leaves the ISR still holds
+    everything below it and joins the ELR; ISR members are never in the ELR. Under the full KIP a
+    LastKnownELR member that is back in the ISR or ELR leaves LastKnownELR.
+
+    KIP-966, "Controller behaviors" > ELR update rule 2: "When the proposed ISR is smaller than
+    min ISR, the controller will a. retain the current members of the ELR. b. add (the current ISR
+    - the proposed ISR) to ELR. c. remove the duplicate member in both ISR and ELR from ELR."
+
+    Mutation switch: none.
+    """
+    elr = set(part.elr) | (set(part.isr) - set(proposed))
+    part.elr = part.ordered(elr - set(proposed))
+    if ctx.profile.last_known is LastKnown.ELR_SET:
+        part.last_known_elr = part.ordered(set(part.last_known_elr) - set(proposed) - elr)
+
+
+def record_last_known_leader(part: PartitionRecord, proposed: list[int], ctx: ControllerContext) -> None:
+    """``kafka`` only: when the ISR first becomes empty, LastKnownElr records the leader of that
+    moment (Kafka 4.x keeps it in LastKnownElr, docs/model.md "Profiles and Kafka").
+
+    KIP-966, "Other behaviors" 7b: "The controller will record the last ISR member (the leader)
+    when it is fenced."
+
+    Mutation switch: none.
+    """
+    if not proposed and part.isr and ctx.profile.last_known is LastKnown.LAST_LEADER and part.leader is not None:
+        part.last_known_elr = [part.leader]
+
+
+def bump(part: PartitionRecord, leader_change: bool) -> None:
+    """Every partition change moves the partition epoch; only a new leader moves the leader
+    epoch, so an ISR or ELR change alone does not.
+
+    KIP-966, "Other behaviors" 1: "Change of the ELR does not require a leader epoch bump."
+
+    Mutation switch: none.
+    """
+    part.partition_epoch += 1
+    if leader_change:
+        part.leader_epoch += 1
+
+
+def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """Elect when the leader is gone (out of the ISR, or fenced). Elected cleanly from the ELR,
+    the leader becomes the ISR on its own; elected uncleanly, its log becomes the truth: ISR is the
+    leader alone, ELR and LastKnownELR are emptied, and the partition is RECOVERING until a
+    follower joins. Without a candidate the partition is leaderless.
+
+    KIP-966, "Controller behaviors" 3: "this replica will be elected as leader, added to ISR, and
+    removed from ELR." Design notes 5.3.2 (unclean): "If there exists one LastKnownELR member that
+    is complete then it is guaranteed to be selected as leader and moved to the ISR."
+
+    Profiles: ``kafka`` empties LastKnownElr once there is a leader, as Kafka 4.x does; KIP-966,
+    "Other behaviors" 7c: "It will be cleaned when a new leader is elected."
+
+    Mutation switch: none (``choose_leader`` and ``electable`` decide who).
+    """
     current = part.leader
     if current is not None and current in part.isr and ctx.is_unfenced(current):
         return
-    leader, unclean = _choose_leader(part, ctx)
+    leader, unclean = choose_leader(part, ctx)
     if leader is None:
         if current is not None:
             part.leader = None
-            _bump(part, leader_change=True)
+            bump(part, leader_change=True)
         return
-    if not unclean and leader in part.elr:
-        # Elected from the ELR: it becomes the ISR on its own.
-        part.isr = [leader]
-        part.elr = [b for b in part.elr if b != leader]
     if unclean:
-        # Nobody is known to be complete: the new leader's log becomes the truth.
         part.isr = [leader]
         part.elr = []
         part.last_known_elr = []
         part.recovering = True
+    elif leader in part.elr:
+        part.isr = [leader]
+        part.elr = [b for b in part.elr if b != leader]
     if ctx.profile.last_known is LastKnown.LAST_LEADER:
-        part.last_known_elr = []  # Kafka clears it once the partition has a leader again
+        part.last_known_elr = []
     part.leader = leader
-    _bump(part, leader_change=True)
+    bump(part, leader_change=True)
 
 
-def _choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | None, bool]:
-    """Election order of KIP-966 (and of Kafka's delivery plan for the ``kafka`` profile)."""
-    profile = ctx.profile
+def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | None, bool]:
+    """The replica to elect, and whether the election is unclean: an ISR member; with the ISR
+    empty, an ELR member; with no ELR member electable, the profile's last resort -- ``kafka``'s
+    last leader, or the full KIP's unclean recovery. ``legacy`` elects only from the ISR.
+
+    KIP-966, "Unclean recovery": "1. If there are other ISR members, choose an ISR member. 2. If
+    there are unfenced ELR members, choose an ELR member."
+
+    Mutation switch: none (``electable`` has one).
+    """
     for b in part.isr:
-        if _acceptable(b, ctx):
+        if electable(b, ctx):
             return b, False
-    if not profile.elr or part.isr:
+    if not ctx.profile.elr or part.isr:
         return None, False
     for b in part.elr:
-        if _acceptable(b, ctx):
+        if electable(b, ctx):
             return b, False
-    if profile.last_known is LastKnown.LAST_LEADER:
-        if not part.elr and len(part.last_known_elr) == 1:
-            last = part.last_known_elr[0]
-            if _acceptable(last, ctx):
-                return last, True
-        return None, False
-    strategy = profile.unclean_recovery
+    if ctx.profile.last_known is LastKnown.LAST_LEADER:
+        last = last_known_leader(part, ctx)
+        return last, last is not None
+    recovered = unclean_recovery(part, ctx)
+    return recovered, recovered is not None
+
+
+def electable(broker: int, ctx: ControllerContext) -> bool:
+    """Only an unfenced broker may be elected; a fenced candidate is waited for.
+
+    KIP-966, "Unclean recovery" 3b: "Otherwise, we will wait for the fenced ELR members to be
+    unfenced."
+
+    Mutation switch: ``Rules.elect_only_unfenced``.
+    """
+    return ctx.is_unfenced(broker) or not ctx.profile.rules.elect_only_unfenced
+
+
+def last_known_leader(part: PartitionRecord, ctx: ControllerContext) -> int | None:
+    """``kafka`` only: with ISR and ELR empty, the last leader recorded in LastKnownElr is elected
+    (uncleanly, RECOVERING) once it is unfenced -- what Kafka 4.x does (docs/model.md, "Profiles and
+    Kafka"). A fenced ELR member is waited for instead.
+
+    KIP-966, "Delivery plan": "unclean.leader.election.enable false, then elect the LastKnownLeader
+    once it is unfenced."
+
+    Mutation switch: none (``electable`` has one).
+    """
+    if not part.elr and len(part.last_known_elr) == 1:
+        last = part.last_known_elr[0]
+        if electable(last, ctx):
+            return last
+    return None
+
+
+def unclean_recovery(part: PartitionRecord, ctx: ControllerContext) -> int | None:
+    """Full KIP only: with no clean candidate, ``unclean.recovery.strategy`` decides. ``none``
+    waits; ``balanced`` waits until ISR and ELR are empty and every LastKnownELR member is
+    unfenced (able to answer GetReplicaLogInfo); ``aggressive`` goes at once. Log inspection then
+    picks the live replica with the highest last leader epoch, then the longest log; ties go by
+    assignment order.
+
+    KIP-966, "Unclean recovery" 4b: "If the unclean.recovery.strategy=Balanced, the controller
+    will do the unclean recovery when all the LastKnownELR are unfenced." And: "The one with the
+    highest leader epoch plus the longest log end offset will be the new leader."
+
+    Mutation switch: none.
+    """
+    strategy = ctx.profile.unclean_recovery
     if strategy is None or strategy is UncleanRecovery.NONE:
-        return None, False
-    live = [b for b in part.replicas if ctx.is_unfenced(b)]
+        return None
     if strategy is UncleanRecovery.BALANCED:
-        # Only when a clean election is impossible for good, and every LastKnownELR member can
-        # answer GetReplicaLogInfo.
         if part.elr or not part.last_known_elr:
-            return None, False
+            return None
         if not all(ctx.is_unfenced(b) for b in part.last_known_elr):
-            return None, False
+            return None
+    live = [b for b in part.replicas if ctx.is_unfenced(b)]
     if not live:
-        return None, False
-    # Log inspection: highest leader epoch, then longest log; ties by assignment order.
-    best = max(live, key=lambda b: (*ctx.log_info(b), -part.replicas.index(b)))
-    return best, True
+        return None
+    return max(live, key=lambda b: (*ctx.log_info(b), -part.replicas.index(b)))
 
 
-def reassign_directory(part: PartitionRecord) -> None:
-    """Kafka (KIP-858): a replica registered on a new disk moves the partition to that directory,
-    a partition change of its own (no leader change)."""
-    _bump(part, leader_change=False)
+# --- 4. the leader's rules on the controller's ISR -------------------------------------------
 
 
-def _bump(part: PartitionRecord, leader_change: bool) -> None:
-    part.partition_epoch += 1
-    if leader_change:
-        part.leader_epoch += 1
+def produce_rejection(acks: str, isr: list[int], min_isr: int) -> str | None:
+    """An acks=all request is refused up front while the ISR is under min ISR; acks=0/1 are
+    taken whatever the ISR (acks=1 is answered at the leader's append). The check repeated after
+    the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND) is in ``ModelCluster._finish_produce``.
+
+    KIP-966, "Additional High Watermark advancement requirement": "the server will reject the
+    ack=all requests due to not enough replicas to meet the min ISR, but it accepts the ack=0/1
+    requests."
+
+    Mutation switch: none.
+    """
+    if acks == "all" and len(isr) < min_isr:
+        return "NOT_ENOUGH_REPLICAS"
+    return None
+
+
+def hwm_may_advance(committed_isr: list[int], min_isr: int, rules: Rules) -> bool:
+    """The HWM moves only while the ISR the controller committed has at least min ISR members
+    (a pending addition does not count). Every profile: Kafka ships this since 3.7 whatever the
+    ELR feature.
+
+    KIP-966, "Additional High Watermark advancement requirement": "High Watermark can only advance
+    if the ISR size is larger or equal to min.insync.replicas", where "The ISR membership refers to
+    the latest ISR membership persisted by the controller, not the "maximal ISR"".
+
+    Mutation switch: ``Rules.hwm_requires_min_isr``.
+    """
+    return len(committed_isr) >= min_isr or not rules.hwm_requires_min_isr
+
+
+def advance_hwm(hwm: int, maximal_isr_ends: list[int]) -> int:
+    """The new HWM: what every member of the maximal ISR (the committed ISR plus members the
+    leader asked to add) holds, given as their log end offsets as the leader knows them; it never
+    goes back.
+
+    KIP-966, "Additional High Watermark advancement requirement": "If maximal ISR > ISR, the
+    message should be replicated to the maximal ISR before covering the message under HWM."
+
+    Mutation switch: none.
+    """
+    return max(hwm, min(maximal_isr_ends))

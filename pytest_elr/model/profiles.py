@@ -37,14 +37,16 @@ class LastKnown(str, Enum):
 
 @dataclass(frozen=True)
 class Rules:
-    """Individual protocol rules. Each one can be switched off to build a mutant of the oracle."""
+    """Individual protocol rules. Each one can be switched off to build a mutant of the oracle
+    (``model/mutants.py``); each comment names the rule function in ``model/controller.py`` it switches.
+    """
 
-    clear_elr_at_min_isr: bool = True
-    hwm_requires_min_isr: bool = True
-    drop_unclean_from_elr: bool = True
-    elect_only_unfenced: bool = True
-    check_broker_epoch: bool = True
-    cap_min_isr_at_rf: bool = True
+    clear_elr_at_min_isr: bool = True  # clear_elr_at_min_isr: ELR update rule 1 empties the ELR
+    hwm_requires_min_isr: bool = True  # hwm_may_advance: the HWM waits for a committed ISR at min ISR
+    drop_unclean_from_elr: bool = True  # register_unclean: an unclean registration leaves the ELR
+    elect_only_unfenced: bool = True  # electable, reject_alter_partition: a fenced broker is not elected nor added
+    check_broker_epoch: bool = True  # reject_alter_partition: KIP-903's stale broker epoch check
+    cap_min_isr_at_rf: bool = True  # effective_min_isr: min ISR capped at the replication factor
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,6 @@ class Profile:
     #: first, with INVALID_UPDATE_VERSION, before KIP-903's broker-epoch check is reached).
     directory_ids: bool = False
     description: str = ""
-
-    def with_rules(self, **changes: bool) -> Profile:
-        return replace(self, rules=replace(self.rules, **changes))
 
     def with_unclean_recovery(self, strategy: UncleanRecovery | None) -> Profile:
         if self.unclean_recovery is None:
