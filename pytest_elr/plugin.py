@@ -32,6 +32,8 @@ RESULTS = pytest.StashKey[list[RunResult]]()
 HISTORY_DIR = pytest.StashKey[Path]()
 #: per backend name, what its runs share for the session (e.g. the kafka backend's cluster pool)
 SESSIONS = pytest.StashKey[dict[str, Session | None]]()
+#: the key under which an xdist worker sends its runs to the controller
+WORKER_RESULTS = "pytest_elr_results"
 #: the SIGTERM handler in force before the first ELR run (restored when the session ends)
 SIGTERM_BEFORE = pytest.StashKey[Any]()
 
@@ -316,6 +318,8 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Ca
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller reports
+        session.config.workeroutput[WORKER_RESULTS] = [r.to_dict() for r in session.config.stash.get(RESULTS, [])]
     for shared in session.config.stash.get(SESSIONS, {}).values():
         if shared is not None:
             shared.close()  # pooled real clusters live until the session ends
@@ -329,10 +333,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 # --- reporting ---------------------------------------------------------------------------------
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist: a worker is done; its runs join the controller's, for one table and one report."""
+    output = getattr(node, "workeroutput", None) or {}
+    node.config.stash.setdefault(RESULTS, []).extend(
+        RunResult.from_dict(data) for data in output.get(WORKER_RESULTS, []))
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     results = config.stash.get(RESULTS, [])
-    if not results:
-        return
+    if not results or hasattr(config, "workerinput"):
+        return  # an xdist worker hands its runs to the controller instead
     tr = terminalreporter
     tr.section("pytest-elr verdicts")
     header = (f"{'scenario':<40} {'profile':<8} {'backend':<7} {'acked':>6} {'read':>6}  "

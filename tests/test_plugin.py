@@ -210,3 +210,19 @@ def test_junit_is_schema_valid_xunit2_and_tells_errors_from_failures(pytester: p
     assert props[f"{name}::verdict"] == "loss found (40)" and props[f"{name}::acked"] == "40"
     failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
     assert [c.get("name") for c in failed] == ["wrong[kafka]"]
+
+
+def test_xdist_one_table_and_one_complete_report(pytester: pytest.Pytester) -> None:
+    """With -n 2 the controller gathers every worker's runs: one verdict table, one report."""
+    for name in ("kip966_last_replica_standing", "design_clean_elr_recovery"):
+        shutil.copy(ROOT / "scenarios" / f"{name}.elr.yaml", pytester.path)
+    report = pytester.path / "report.html"
+    result = pytester.runpytest_subprocess("-n", "2", "--elr-backend=model", "--elr-checker=inline",
+                                           f"--elr-report={report}", "-p", "no:randomly")
+    result.assert_outcomes(passed=6)
+    out = result.stdout.str()
+    assert out.count("pytest-elr verdicts") == 1
+    assert out.count(" PASS") == 6, out
+    page = report.read_text()
+    for scenario in ("kip966-last-replica-standing", "design-5.2.2-clean-elr-recovery"):
+        assert page.count(scenario) >= 3, scenario  # one run per profile

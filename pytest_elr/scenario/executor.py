@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,22 @@ class RunResult:
     @property
     def fault_bit(self) -> bool:
         return any(loss.bit for loss in self.losses)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (what an xdist worker sends its controller)."""
+        out = asdict(self)
+        out["history_dir"] = str(self.history_dir) if self.history_dir is not None else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        verdict = data.get("verdict")
+        return cls(**{
+            **data,
+            "verdict": Verdict(**{**verdict, "lost": [tuple(x) for x in verdict["lost"]]}) if verdict else None,
+            "losses": [LossEvidence(**x) for x in data["losses"]],
+            "history_dir": Path(data["history_dir"]) if data.get("history_dir") else None,
+        })
 
 
 class Executor:
