@@ -1,16 +1,18 @@
-"""The kafka backend's cluster pool: reuse per shape, at most POOL_SIZE idle shapes alive.
+"""The kafka backend's cluster pool: reuse per shape, at most ``size`` clusters, none in use closed.
 
-Pure logic: the cluster class is replaced by a recorder, so no container is started here (the
-real clusters are exercised by every scenario of the suite).
+Pure logic: clusters are recorders, so no container is started here (the real clusters are
+exercised by every scenario of the suite).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from pytest_elr.backends import kafka
+from pytest_elr.backends.kafka_pool import ClusterPool
 from pytest_elr.core.history import History
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 
@@ -18,7 +20,7 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec
 class FakeCluster:
     started: list[FakeCluster] = []
 
-    def __init__(self, brokers: list[int], **kwargs: Any) -> None:
+    def __init__(self, brokers: list[int] | None = None, **kwargs: Any) -> None:
         self.brokers = brokers
         self.extra = kwargs.get("extra_config", {})
         self.closed = False
@@ -34,50 +36,108 @@ class FakeCluster:
     def logs(self, node: int, lines: int) -> str:
         return ""
 
+
+def started() -> FakeCluster:
+    return FakeCluster().start()
+
+
+def test_same_shape_reuses_and_the_least_recently_used_idle_shape_is_closed() -> None:
+    FakeCluster.started = []
+    pool: ClusterPool[FakeCluster] = ClusterPool(size=2)
+    for shape in ("elr", "elr", "legacy", "elr", "other"):  # touching elr leaves legacy the oldest
+        pool.release(pool.acquire(shape, started))
+    on, off, other = FakeCluster.started
+    assert off.closed and not on.closed and not other.closed
+    assert len(pool) == 2
+    pool.close()
+    assert on.closed and other.closed and len(pool) == 0
+
+
+def test_a_cluster_in_use_is_never_closed_by_the_pool() -> None:
+    pool: ClusterPool[FakeCluster] = ClusterPool(size=2)
+    busy = [pool.acquire(shape, started) for shape in ("a", "bb", "ccc")]
+    assert not any(c.closed for c in busy) and len(pool) == 3
+    for c in busy:
+        pool.release(c)
+    pool.acquire("dddd", started)  # now two idle ones make room
+    assert [c.closed for c in busy] == [True, True, False]
+
+
+def test_two_clusters_of_one_shape_in_use_are_two_and_one_is_kept() -> None:
+    pool: ClusterPool[FakeCluster] = ClusterPool(size=3)
+    first, second = pool.acquire("s", started), pool.acquire("s", started)
+    assert first is not second  # never shared by two users
+    pool.release(first)
+    pool.release(second)
+    assert first.closed and not second.closed
+    assert pool.acquire("s", started) is second
+
+
+def test_an_evicted_cluster_is_closed_and_forgotten() -> None:
+    pool: ClusterPool[FakeCluster] = ClusterPool()
+    cluster = pool.acquire("s", started)
+    pool.evict(cluster)
+    assert cluster.closed and len(pool) == 0
+    assert pool.acquire("s", started) is not cluster
+
+
+def test_size_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ELR_POOL_SIZE", raising=False)
+    assert ClusterPool().size == 2
+    monkeypatch.setenv("PYTEST_ELR_POOL_SIZE", "5")
+    assert ClusterPool().size == 5
+    assert ClusterPool(size=0).size == 1
+
+
+# --- the backend's side: what a shape is, and whose pool it uses -------------------------------
+
+
+class FakeClient:
+    def __init__(self, cluster: FakeCluster) -> None: ...
     def create_topic(self, *args: Any, **kwargs: Any) -> None: ...
     def await_partition(self, *args: Any, **kwargs: Any) -> None: ...
+
+
+class FakeFaults:
+    def __init__(self, cluster: FakeCluster) -> None: ...
     def heal_everything(self) -> None: ...
 
 
 @pytest.fixture
-def fake_clusters(monkeypatch: pytest.MonkeyPatch) -> list[FakeCluster]:
-    kafka.close_pool()
+def fake_clusters(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeCluster]]:
     FakeCluster.started = []
-    import pytest_elr.sut
+    import pytest_elr.sut.cluster
 
-    monkeypatch.setattr(pytest_elr.sut, "KafkaCluster", FakeCluster)
-    monkeypatch.setattr(kafka, "POOL_SIZE", 2)
+    monkeypatch.setattr(pytest_elr.sut.cluster, "KafkaCluster", FakeCluster)
+    monkeypatch.setattr(kafka, "ClusterClient", FakeClient)
+    monkeypatch.setattr(kafka, "Faults", FakeFaults)
     yield FakeCluster.started
-    kafka.close_pool()
 
 
-def run(brokers: tuple[int, ...], profile: str = "kafka", session: int | None = None) -> kafka.KafkaBackend:
-    backend = kafka.KafkaBackend()
+def run(pool: ClusterPool[Any] | None, brokers: tuple[int, ...], session: int | None = None) -> kafka.KafkaBackend:
+    backend = kafka.KafkaBackend(session=pool)
     backend.start(ClusterSpec(brokers=brokers, session_timeout_ms=session),
-                  TopicSpec(name="t", replicas=brokers, min_insync_replicas=1), profile, History.create(None))
+                  TopicSpec(name="t", replicas=brokers, min_insync_replicas=1), "kafka", History.create(None))
     return backend
 
 
-def test_same_shape_reuses_and_lru_shape_is_closed(fake_clusters: list[FakeCluster]) -> None:
-    run((0, 1, 2)).close()
-    run((0, 1, 2)).close()
-    assert len(fake_clusters) == 1  # reused
-    run((0, 1, 2), "legacy").close()
-    run((0, 1, 2)).close()  # touch: now the ELR-on cluster is the most recent
-    run((1, 2, 3)).close()
-    assert len(fake_clusters) == 3
-    on, off, other = fake_clusters
-    assert off.closed and not on.closed and not other.closed
+def test_the_session_pool_serves_every_backend(fake_clusters: list[FakeCluster]) -> None:
+    pool = kafka.KafkaBackend.new_session()
+    run(pool, (0, 1, 2)).close()
+    run(pool, (0, 1, 2)).close()
+    assert len(fake_clusters) == 1 and not fake_clusters[0].closed
+    pool.close()
+    assert fake_clusters[0].closed
 
 
-def test_a_cluster_in_use_is_never_evicted(fake_clusters: list[FakeCluster]) -> None:
-    a, b, c = run((0, 1)), run((0, 1, 2)), run((1, 2, 3))
-    assert not any(f.closed for f in fake_clusters)
-    for backend in (a, b, c):
-        backend.close()
+def test_without_a_session_the_backend_closes_its_own_pool(fake_clusters: list[FakeCluster]) -> None:
+    run(None, (0, 1, 2)).close()
+    assert len(fake_clusters) == 1 and fake_clusters[0].closed
 
 
 def test_session_timeout_is_part_of_the_shape(fake_clusters: list[FakeCluster]) -> None:
-    run((0, 1, 2)).close()
-    run((0, 1, 2), session=30000).close()
+    pool = kafka.KafkaBackend.new_session()
+    run(pool, (0, 1, 2)).close()
+    run(pool, (0, 1, 2), session=30000).close()
     assert [f.extra["broker.session.timeout.ms"] for f in fake_clusters] == ["3000", "30000"]
+    pool.close()

@@ -7,18 +7,22 @@ Every cluster gets one extra broker, the *observer*: it holds no replica and no 
 it, so the partition's state can be read from a broker with fresh metadata even when every
 scenario broker is down or cut from the controller (a cut-off broker answers from a stale cache).
 
-Clusters are pooled per shape (broker ids, controllers, ELR): starting one costs ~20 s, so the
-next scenario of the same shape gets the same cluster, healed, with a topic of its own. The pool
-is emptied when the pytest session ends or the process exits.
+Clusters are pooled per shape (:class:`~pytest_elr.backends.kafka_pool.ClusterPool`): starting one
+costs ~20 s, so the next scenario of the same shape gets the same cluster, healed, with a topic of
+its own. The plugin keeps one pool per pytest session (``new_session``); a backend made without
+one has a pool of its own, closed with it.
+
+Each action has one handler (``_do``, a ``functools.singledispatchmethod``), which drives the
+faults (:mod:`pytest_elr.faults`) or the cluster's client (:mod:`pytest_elr.sut.client`).
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import secrets
 import time
-from typing import Any, ClassVar
+from functools import singledispatchmethod
+from typing import Any, ClassVar, cast
 
 from confluent_kafka import KafkaError, Producer
 
@@ -39,11 +43,17 @@ from pytest_elr.actions import (
     Slow,
     Wait,
 )
+from pytest_elr.backends.base import Backend, Session
+from pytest_elr.backends.kafka_pool import ClusterPool
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
 from pytest_elr.core.nodes import CONTROLLER, Node
-from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Result
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
+from pytest_elr.faults import Faults
+from pytest_elr.sut.client import ClusterClient
+from pytest_elr.sut.config import TUNING
+from pytest_elr.sut.errors import KafkaProtocolError, SutError
 from pytest_elr.workload.drain import drain, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
 
@@ -59,52 +69,44 @@ _REJECTIONS = {
     "INELIGIBLE_REPLICA": "because it specified ineligible replicas",
     "INVALID_UPDATE_VERSION": "because the current partition epoch is",
 }
-_POOL: dict[tuple[Any, ...], Any] = {}  # in order of last use
-# Idle clusters still cost CPU (every KRaft node ticks), and 2 cores run everything: keep the
-# clusters of the two most recent shapes (a scenario's profiles alternate ELR on and off).
-POOL_SIZE = int(os.environ.get("PYTEST_ELR_POOL_SIZE", "2"))
-_IN_USE: set[int] = set()  # ids of pooled clusters a backend is using right now
 
 
-def close_pool() -> None:
-    while _POOL:
-        _, cluster = _POOL.popitem()
-        cluster.close()
-
-
-atexit.register(close_pool)
-
-
-def _sut() -> Any:
-    # Imported lazily: the model backend and the language must work without Docker installed.
-    from pytest_elr import sut
-
-    return sut
-
-
-class KafkaBackend:
+class KafkaBackend(Backend):
     name: ClassVar[str] = "kafka"
     profiles: ClassVar[frozenset[str]] = frozenset({"kafka", "legacy"})
     settles_instantly: ClassVar[bool] = False
 
-    def __init__(self, kafka_version: str | None = None) -> None:
-        sut = _sut()
-        from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION
+    def __init__(self, session: Session | None = None, version: str | None = None) -> None:
+        """``session``: the pytest session's :class:`ClusterPool` (None: a pool of this backend's own,
+        closed by ``close``); ``version``: the Kafka release (default ``$PYTEST_ELR_KAFKA_VERSION``,
+        else the one the images are built for)."""
+        super().__init__(session, version)
+        from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION  # here: the images module imports Docker's client
 
-        self.kafka_version = kafka_version or os.environ.get(KAFKA_VERSION_ENV, DEFAULT_KAFKA_VERSION)
-        self._sut = sut
-        self.cluster: Any = None
+        self.kafka_version = version or os.environ.get(KAFKA_VERSION_ENV, DEFAULT_KAFKA_VERSION)
+        self._own_pool = session is None
+        self.pool = cast(ClusterPool[Any], session) if session is not None else ClusterPool()
+        self.cluster: Any = None  # a started pytest_elr.sut.cluster.KafkaCluster, from the pool
+        self.client: ClusterClient  # set by start, with the cluster
+        self.faults: Faults
         self.topic = ""
         self.history: History | None = None
         self._errors_seen: dict[str, int] = {}
-        from pytest_elr.sut.config import TUNING
-
         # The tuned value, unless a scenario sets cluster.session_timeout_ms.
         self.default_session_timeout_ms = int(TUNING["broker.session.timeout.ms"])
         self.session_timeout_ms = self.default_session_timeout_ms
         self._controllers: list[int] = []
         self._powered_off: set[int] = set()
         self._workload: BackgroundProducer | None = None
+
+    @classmethod
+    def new_session(cls) -> ClusterPool[Any]:
+        """The pool of clusters the runs of one pytest session share."""
+        return ClusterPool()
+
+    @classmethod
+    def handled_actions(cls) -> set[type]:
+        return {t for t in cls.__dict__["_do"].dispatcher.registry if t is not object}
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -113,104 +115,140 @@ class KafkaBackend:
             raise BackendError(f"the kafka backend cannot run profile {profile!r}")
         self.history = history
         self.session_timeout_ms = cluster.session_timeout_ms or self.default_session_timeout_ms
-        key = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
-               self.session_timeout_ms)
-        self.cluster = _POOL.pop(key, None)
-        if self.cluster is None:
-            idle = [k for k, c in _POOL.items() if id(c) not in _IN_USE]  # least recently used first
-            for old in idle[:max(0, len(_POOL) + 1 - max(1, POOL_SIZE))]:
-                _POOL.pop(old).close()
-            extra = {"broker.session.timeout.ms": str(self.session_timeout_ms)}
-            try:
-                self.cluster = self._sut.KafkaCluster(
-                    brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers,
-                    elr=profile == "kafka", kafka_version=self.kafka_version,
-                    image=os.environ.get(IMAGE_ENV) or None, extra_config=extra,
-                ).start()
-            except self._sut.SutError as exc:
-                raise BackendError(str(exc)) from None
-        _POOL[key] = self.cluster
-        _IN_USE.add(id(self.cluster))
+        shape = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
+                 self.session_timeout_ms)
+        self.cluster = self.pool.acquire(shape, lambda: self._new_cluster(cluster, elr=profile == "kafka"))
+        self.client = ClusterClient(self.cluster)
+        self.faults = Faults(self.cluster)
         self._controllers = self.cluster.controller_ids
         self.topic = f"{topic.name}-{secrets.token_hex(3)}"
         self._errors_seen = self._rejection_count()
-        self.cluster.create_topic(self.topic, {0: list(topic.replicas)},
-                                  min_insync_replicas=topic.min_insync_replicas)
+        self.client.create_topic(self.topic, {0: list(topic.replicas)},
+                                 min_insync_replicas=topic.min_insync_replicas)
         # The observer answers every later read: wait until its metadata has the topic too.
-        self.cluster.await_partition(self.topic, lambda p: set(p.isr) == set(topic.replicas),
-                                     via=OBSERVER_ID, timeout_s=30)
+        self.client.await_partition(self.topic, lambda p: set(p.isr) == set(topic.replicas),
+                                    via=OBSERVER_ID, timeout_s=30)
+
+    def _new_cluster(self, cluster: ClusterSpec, elr: bool) -> Any:
+        from pytest_elr.sut.cluster import KafkaCluster  # here: it imports Docker's and testcontainers' packages
+
+        extra = {"broker.session.timeout.ms": str(self.session_timeout_ms)}
+        try:
+            return KafkaCluster(
+                brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers, elr=elr,
+                kafka_version=self.kafka_version, image=os.environ.get(IMAGE_ENV) or None, extra_config=extra,
+            ).start()
+        except SutError as exc:
+            raise BackendError(str(exc)) from None
 
     def close(self) -> None:
-        self.stop_workload()
-        if self.cluster is not None:
-            _IN_USE.discard(id(self.cluster))
-            try:  # back to health for the next scenario of the same shape
-                self.cluster.heal_everything()
-            except Exception:
-                self._evict()
-                raise
-            self.cluster = None
+        try:
+            self.stop_workload()
+            if self.cluster is not None:
+                cluster, self.cluster = self.cluster, None
+                try:  # back to health for the next scenario of the same shape
+                    self.faults.heal_everything()
+                except Exception:
+                    self.pool.evict(cluster)
+                    raise
+                self.pool.release(cluster)
+        finally:
+            if self._own_pool:
+                self.pool.close()
 
-    def _evict(self) -> None:
-        for key, cluster in list(_POOL.items()):
-            if cluster is self.cluster:
-                del _POOL[key]
-                cluster.close()
+    # --- actions: one handler per action class -----------------------------------------------
 
-    # --- actions -----------------------------------------------------------------------------
+    def apply(self, action: Action) -> Result:
+        return self._do(action)
 
-    def apply(self, action: Action) -> ProduceOutcome | list[LossEvidence] | None:
-        c = self.cluster
-        if isinstance(action, Cut):
-            for src, dst in action.links:
-                c.net.cut(_ref(src), _ref(dst))
-        elif isinstance(action, Slow):
-            for src, dst in action.links:
-                if dst == CONTROLLER:  # the model's meaning: requests held, heartbeats flow
-                    c.net.hold(_ref(src), "controller")
-                else:
-                    c.net.slow(_ref(src), _ref(dst), action.latency_ms)
-        elif isinstance(action, Heal):
-            if action.links is None:
-                c.heal_all()
-            else:
-                for src, dst in action.links:
-                    c.net.heal(_ref(src), _ref(dst), both_ways=False)
-        elif isinstance(action, Shutdown):
-            c.shutdown(action.broker)
-        elif isinstance(action, Crash):
-            c.crash(action.broker)
-        elif isinstance(action, PowerOff):
-            return [self._power_off(b) for b in action.brokers]
-        elif isinstance(action, Restart):
-            return self._restart(action.broker)
-        elif isinstance(action, ReplaceDisk):
-            before = self._leo(action.broker)
-            c.replace_disk(action.broker)
-            self._await_registered(action.broker)
-            return [LossEvidence(action.broker, before, 0)]
-        elif isinstance(action, Pause):
-            c.pause(action.broker)
-        elif isinstance(action, Resume):
-            c.resume(action.broker)
-        elif isinstance(action, Flush):
-            c.node(action.broker).ctl("fs-sync")  # the disk layer makes everything durable
-        elif isinstance(action, SetMinIsr):
-            c.set_min_insync_replicas(self.topic, action.value)
-        elif isinstance(action, Wait):
-            time.sleep(action.seconds)  # the scenario asked for time to pass
-        elif isinstance(action, Produce):
-            return self._produce(action.count, action.acks)
-        else:  # pragma: no cover
-            raise BackendError(f"the kafka backend does not know action {action.kind!r}")
+    @singledispatchmethod
+    def _do(self, action: Action) -> Result:
+        raise BackendError(f"the kafka backend does not know action {action.kind!r}")
+
+    @_do.register
+    def _(self, action: Cut) -> Result:
+        for src, dst in action.links:
+            self.faults.network.cut(_ref(src), _ref(dst))
         return None
+
+    @_do.register
+    def _(self, action: Slow) -> Result:
+        for src, dst in action.links:
+            if dst == CONTROLLER:  # the model's meaning: requests held, heartbeats flow
+                self.faults.network.hold(_ref(src), "controller")
+            else:
+                self.faults.network.slow(_ref(src), _ref(dst), action.latency_ms)
+        return None
+
+    @_do.register
+    def _(self, action: Heal) -> Result:
+        if action.links is None:
+            self.faults.network.heal_all()
+        else:
+            for src, dst in action.links:
+                self.faults.network.heal(_ref(src), _ref(dst), both_ways=False)
+        return None
+
+    @_do.register
+    def _(self, action: Shutdown) -> Result:
+        self.faults.process.shutdown(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: Crash) -> Result:
+        self.faults.process.crash(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: PowerOff) -> Result:
+        return [self._power_off(b) for b in action.brokers]
+
+    @_do.register
+    def _(self, action: Restart) -> Result:
+        return self._restart(action.broker)
+
+    @_do.register
+    def _(self, action: ReplaceDisk) -> Result:
+        before = self._leo(action.broker)
+        self.faults.process.replace_disk(action.broker)
+        self._await_registered(action.broker)
+        return [LossEvidence(action.broker, before, 0)]
+
+    @_do.register
+    def _(self, action: Pause) -> Result:
+        self.faults.process.pause(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: Resume) -> Result:
+        self.faults.process.resume(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: Flush) -> Result:
+        self.faults.process.flush(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: SetMinIsr) -> Result:
+        self.client.set_min_insync_replicas(self.topic, action.value)
+        return None
+
+    @_do.register
+    def _(self, action: Wait) -> Result:
+        time.sleep(action.seconds)  # the scenario asked for time to pass
+        return None
+
+    @_do.register
+    def _(self, action: Produce) -> Result:
+        return self._produce(action.count, action.acks)
 
     def settle_timeout_s(self) -> float:
         """Fencing by session timeout is the slowest thing a step may wait for."""
         return 30.0 + 2 * self.session_timeout_ms / 1000
 
     def _power_off(self, broker: int) -> LossEvidence:
-        record = self.cluster.power_off(broker, topics=[self.topic])
+        record = self.faults.process.power_off(broker, topics=[self.topic])
         self._powered_off.add(broker)
         prefix = f"{self.topic}-0/"
         dropped = sum(n for path, n in record.unsynced_files.items() if path.lstrip("/").startswith(prefix))
@@ -218,11 +256,11 @@ class KafkaBackend:
 
     def _restart(self, broker: int) -> list[LossEvidence] | None:
         if broker not in self._powered_off:
-            self.cluster.start_node(broker)
+            self.faults.process.start(broker)
             self._await_registered(broker)
             return None
         self._powered_off.discard(broker)
-        record = self.cluster.power_on(broker)
+        record = self.faults.process.power_on(broker)
         if record is None:
             return None
         tp = (self.topic, 0)
@@ -234,14 +272,14 @@ class KafkaBackend:
         """The model registers a restarted broker at once; Kafka only after its old session (which
         a killed JVM leaves behind) expires. Later steps rely on the new registration."""
         try:
-            self.cluster.wait_serving(broker, timeout_s=30 + 2 * self.session_timeout_ms / 1000)
-        except self._sut.SutError as exc:
+            self.client.wait_serving(broker, timeout_s=30 + 2 * self.session_timeout_ms / 1000)
+        except SutError as exc:
             raise BackendError(str(exc)) from None
 
     def _leo(self, broker: int) -> int | None:
         try:
-            return self.cluster.offsets(self.topic, via=OBSERVER_ID).leo.get(broker)
-        except self._sut.KafkaProtocolError:
+            return self.client.offsets(self.topic, via=OBSERVER_ID).leo.get(broker)
+        except KafkaProtocolError:
             return None
 
     # --- workload ----------------------------------------------------------------------------
@@ -265,11 +303,12 @@ class KafkaBackend:
         # cut from the controller answers with stale leadership (it still names itself leader).
         return f"127.0.0.1:{self.cluster.client_port(OBSERVER_ID)}"
 
-    def start_workload(self, spec: WorkloadSpec) -> None:
+    def start_workload(self, spec: WorkloadSpec) -> bool:
         """The scenario's background producer, for the whole run (stopped before the drain)."""
         self._workload = BackgroundProducer(self._bootstrap(), self.topic, self.history, rate=spec.rate_per_s,
                                             acks=spec.acks)  # type: ignore[arg-type]
         self._workload.start()
+        return True
 
     def stop_workload(self) -> None:
         if self._workload is not None:
@@ -311,9 +350,7 @@ class KafkaBackend:
             record("invoke", ident, value, None, None)
             producer.produce(self.topic, value=value.encode(), partition=0,
                              on_delivery=delivered(ident, value))
-        deadline = time.monotonic() + PRODUCE_TIMEOUT_S + 5
-        while pending > 0 and time.monotonic() < deadline:
-            producer.poll(0.05)
+        producer.flush(PRODUCE_TIMEOUT_S + 5)  # serves the delivery callbacks until every send has its answer
         outcome.pending = pending
         return outcome
 
@@ -324,19 +361,19 @@ class KafkaBackend:
     # --- observation -------------------------------------------------------------------------
 
     def observe(self) -> Observation:
-        c = self.cluster
+        client, network = self.client, self.faults.network
         try:
-            p = c.describe_partition(self.topic, via=OBSERVER_ID)
-            fenced = c.fenced_brokers(via=OBSERVER_ID)
-            offsets = c.offsets(self.topic, via=OBSERVER_ID)
-        except self._sut.KafkaProtocolError as exc:
+            p = client.describe_partition(self.topic, via=OBSERVER_ID)
+            fenced = client.fenced_brokers(via=OBSERVER_ID)
+            offsets = client.offsets(self.topic, via=OBSERVER_ID)
+        except KafkaProtocolError as exc:
             raise BackendError(f"cannot observe the cluster: {exc}") from None
         return Observation(
             leader=p.leader, leader_epoch=p.leader_epoch, isr=tuple(sorted(p.isr)),
             elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
             fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
-            held=tuple(sorted(s for s in {s for s, _ in c.net.holds} if c.net.held_requests(s) > 0)),
+            held=tuple(sorted(s for s in {s for s, _ in network.holds} if network.held_requests(s) > 0)),
         )
 
     def unsynced_bytes(self) -> dict[int, int]:

@@ -26,7 +26,7 @@ partition, and Kafka has to notice by its own timeouts. Removing the toxic
 closes the held connections, so Kafka reconnects at once after ``heal``.
 
 The time from API call to cut link is the REST round trip, measured in
-``pytest_elr.sut.bench`` (a few ms): the toxic is installed in the live
+``elr bench cluster`` (:mod:`pytest_elr.faults.bench`; a few ms): the toxic is installed in the live
 links' chains before the call returns.
 
 ``hold(src, dst)`` is the one fault that reads Kafka: our ``kafka_hold`` toxic
@@ -36,6 +36,10 @@ healed, while every other request flows. A broker sends AlterPartition on a
 connection of its own, so its heartbeats keep it unfenced however long the
 hold lasts: KIP-903's late AlterPartition, which a ``slow`` cannot stage (its
 heartbeats would be late too, and the broker fenced).
+
+A broker whose links to a controller are cut or slowed may answer from stale metadata: after
+every change the set of such brokers is written into the cluster's ``metadata_lag`` (under
+``"network"``), so the client asks them last.
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ ALTER_PARTITION = 56  # Kafka API key
 
 
 class NetworkFaults:
+    """Cut, slow, hold and heal the links between a cluster's nodes (one instance per cluster)."""
+
     def __init__(self, cluster: KafkaCluster) -> None:
         self.cluster = cluster
         # (src id, dst id) pairs whose src->dst data is currently dropped.
@@ -119,6 +125,7 @@ class NetworkFaults:
         for s, d in links:
             self._add(s, d, CUT, "timeout", {"timeout": 0})
             self.cuts.add((s.node_id, d.node_id))
+        self._publish_lag()
         return time.monotonic() - t0
 
     def cut_both(self, a: NodeRef, b: NodeRef) -> float:
@@ -136,6 +143,7 @@ class NetworkFaults:
             self.cuts.discard((s.node_id, d.node_id))
             self.slowed.pop((s.node_id, d.node_id), None)
             self.holds.discard((s.node_id, d.node_id))
+        self._publish_lag()
         return time.monotonic() - t0
 
     def heal_all(self) -> float:
@@ -145,6 +153,7 @@ class NetworkFaults:
         self.cuts.clear()
         self.slowed.clear()
         self.holds.clear()
+        self._publish_lag()
         return time.monotonic() - t0
 
     def slow(self, src: NodeRef, dst: NodeRef, latency_ms: int, jitter_ms: int = 0,
@@ -155,6 +164,7 @@ class NetworkFaults:
         for s, d in links:
             self._add(s, d, SLOW, "latency", {"latency": latency_ms, "jitter": jitter_ms})
             self.slowed[(s.node_id, d.node_id)] = latency_ms
+        self._publish_lag()
         return time.monotonic() - t0
 
     def hold(self, src: NodeRef, dst: NodeRef, api_key: int = ALTER_PARTITION) -> float:
@@ -200,3 +210,7 @@ class NetworkFaults:
         faulty = self.cuts | set(self.slowed)
         return any((broker, c.node_id) in faulty or (c.node_id, broker) in faulty
                    for c in self.cluster.topology.controllers)
+
+    def _publish_lag(self) -> None:
+        self.cluster.metadata_lag["network"] = frozenset(
+            b for b in self.cluster.broker_ids if self.cut_from_controller(b))

@@ -27,14 +27,22 @@ JVM, as the page cache outlives a process, so neither loses anything.
 
 The power-off seam: a :class:`DiskLayer` is attached as ``disk_layer``
 (:class:`LazyFsLayer`, the ``pytest_elr.lazyfs`` process in each broker
-container, when the cluster runs with it); ``power_off`` kills the JVM and asks
-the layer to drop unsynced writes.
+container, when the cluster runs with it); ``power_off`` stops the JVM, asks
+the layer to drop unsynced writes (Jepsen's ``lazyfs.clj``: kill, then lose the
+unfsynced writes) and keeps the evidence (:mod:`pytest_elr.faults.evidence`).
+
+A node whose JVM is stopped, killed or paused answers from stale metadata, if at all: the set of
+such nodes is kept in the cluster's ``metadata_lag`` (under ``"process"``), so the client asks
+them last.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
+
+from pytest_elr.faults.evidence import PowerOffEvidence, PowerOffRecord
 
 if TYPE_CHECKING:
     from pytest_elr.sut.cluster import KafkaCluster
@@ -61,41 +69,51 @@ class LazyFsLayer:
 
 
 class ProcessFaults:
+    """Signal, restart and re-disk a cluster's JVMs; cut their power (one instance per cluster)."""
+
     def __init__(self, cluster: KafkaCluster) -> None:
         self.cluster = cluster
-        self.disk_layer: DiskLayer | None = None
-        # Nodes whose JVM we stopped, killed or paused: not asked for metadata.
+        self.disk_layer: DiskLayer | None = LazyFsLayer() if cluster.lazyfs is not None else None
+        self.evidence = PowerOffEvidence(cluster)
+        # Nodes whose JVM we stopped, killed or paused.
         self.down: set[int] = set()
 
     def _node(self, node_id: int) -> KafkaNode:
         return self.cluster.node(node_id)
 
+    def _mark(self, node_id: int, down: bool) -> None:
+        if down:
+            self.down.add(node_id)
+        else:
+            self.down.discard(node_id)
+        self.cluster.metadata_lag["process"] = frozenset(self.down)
+
     def shutdown(self, node_id: int, timeout_s: float = 60.0) -> float:
         """Clean shutdown (SIGTERM, controlled shutdown). Returns seconds to exit."""
         t0 = time.monotonic()
-        self.down.add(node_id)
+        self._mark(node_id, down=True)
         self._node(node_id).ctl("stop", str(int(timeout_s)))
         return time.monotonic() - t0
 
     def crash(self, node_id: int) -> float:
         """SIGKILL of the JVM; the container (and its page cache) stays."""
         t0 = time.monotonic()
-        self.down.add(node_id)
+        self._mark(node_id, down=True)
         self._node(node_id).ctl("kill")
         return time.monotonic() - t0
 
     def pause(self, node_id: int) -> None:
-        self.down.add(node_id)
+        self._mark(node_id, down=True)
         self._node(node_id).ctl("pause")
 
     def resume(self, node_id: int) -> None:
         self._node(node_id).ctl("resume")
-        self.down.discard(node_id)
+        self._mark(node_id, down=False)
 
     def start(self, node_id: int) -> None:
         """Start the JVM again (no-op when it runs), same container and log dir."""
         self._node(node_id).ctl("start")
-        self.down.discard(node_id)
+        self._mark(node_id, down=False)
 
     def restart(self, node_id: int, clean: bool = True) -> None:
         """Stop (clean or crash) if running, then start again."""
@@ -117,16 +135,42 @@ class ProcessFaults:
         if start:
             self.start(node_id)
 
-    def power_off(self, node_id: int) -> dict[str, Any]:
-        """Lossy unclean shutdown; returns the layer's reply (``dropped_bytes``).
+    def flush(self, node_id: int) -> None:
+        """The disk layer makes everything the node wrote durable (as ``sync`` would)."""
+        self._node(node_id).ctl("fs-sync")
 
-        The JVM stays stopped: ``start``/``restart`` boots it on what was synced.
+    def power_off(self, node_id: int, topics: Iterable[str] = ()) -> PowerOffRecord:
+        """Power cut of one broker: stop (SIGKILL), drop everything unsynced, keep the evidence.
+
+        The JVM stays stopped: ``power_on`` (or ``start``/``restart``) boots it on what was synced.
+        ``topics``: whose partitions on the broker the evidence covers, besides those with unsynced
+        data. Returns the evidence (also kept in ``evidence.records``); ``power_on`` completes it.
         """
-        node = self._node(node_id)
-        if self.disk_layer is None or not self.disk_layer.has_layer(node):
+        layer = self._disk_layer(node_id)
+        before = self.evidence.before_cut(node_id, topics)
+        t0 = time.monotonic()
+        self.crash(node_id)
+        reply = layer.drop_unsynced(self._node(node_id))
+        return self.evidence.cut(node_id, before, time.monotonic() - t0, reply)
+
+    def power_on(self, node_id: int, timeout_s: float = 60.0) -> PowerOffRecord | None:
+        """Start a powered-off broker; wait until it answers its LEOs and record them.
+
+        Returns the broker's latest :class:`PowerOffRecord` (``None`` if it never
+        lost power), with ``leo_after`` and ``restart_seconds`` filled in.
+        """
+        record = self.evidence.latest(node_id)
+        started = time.monotonic()
+        self.start(node_id)
+        if record is None:
+            return None
+        return self.evidence.after_restart(record, started, timeout_s)
+
+    def _disk_layer(self, node_id: int) -> DiskLayer:
+        layer = self.disk_layer
+        if layer is None or not layer.has_layer(self._node(node_id)):
             raise NotImplementedError(
-                f"power_off needs the FUSE disk layer under {node.name}'s log dir "
+                f"power_off needs the FUSE disk layer under {self._node(node_id).name}'s log dir "
                 "(KafkaCluster(lazyfs=...), brokers only); crash() is an unclean shutdown "
                 "that loses nothing")
-        self.crash(node_id)
-        return self.disk_layer.drop_unsynced(node)
+        return layer

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from pytest_elr.actions import Action
-from pytest_elr.backends.kafka import KafkaBackend, close_pool
+from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.history import EVENTS_FILE
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
@@ -120,10 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         generated = schedule_scenarios(args.schedules, args.steps, profile, args.history_dir / "generated")
         runs += [(s, profile) for s in generated]
     differing = 0
+    pool = KafkaBackend.new_session()
     try:
         for scenario, profile in runs:
             model = run_scenario(scenario, ModelBackend(), profile)
-            real = run_scenario(scenario, KafkaBackend(), profile, args.history_dir)
+            real = run_scenario(scenario, KafkaBackend(session=pool), profile, args.history_dir)
             found = disagreements(real.history_dir)
             differing += not (model.passed == real.passed and not found)
             print(_line(scenario, profile, model, real, found), flush=True)
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             if not real.passed:
                 print("  " + real.message.replace("\n", "\n  "))
     finally:
-        close_pool()
+        pool.close()
     print(f"{differing} of {len(runs)} runs where Kafka and the model differ")
     return 1 if differing else 0
 

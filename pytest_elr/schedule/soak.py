@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from pytest_elr.backends.kafka import KafkaBackend, close_pool
+from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.verdict import CHECKERS
@@ -109,17 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     profiles = args.profiles.split(",")
     counts: dict[str, Counter[str]] = {p: Counter() for p in profiles}
     started = time.monotonic()
+    pool = KafkaBackend.new_session()
     try:
         for i in range(args.runs):
             for profile in profiles:
                 c = counts[profile]
                 c["runs"] += 1
                 try:
-                    r = run_scenario(scenario, KafkaBackend(), profile, args.history_dir, CHECKERS[args.checker])
+                    r = run_scenario(scenario, KafkaBackend(session=pool), profile, args.history_dir,
+                                     CHECKERS[args.checker])
                 except Exception as exc:  # a harness error: counted, and the next run gets new clusters
                     c["harness errors"] += 1
                     print(f"run {i + 1:>3} {profile:<7} HARNESS ERROR {type(exc).__name__}: {exc}", flush=True)
-                    close_pool()
+                    pool.close()
                     continue
                 c["fault bit"] += r.fault_bit
                 c["loss found"] += bool(r.verdict and r.verdict.lost_count)
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"run {i + 1:>3} {profile:<7} bit={r.fault_bit!s:<5} lost={lost!s:<4} {status}"
                       + ("" if r.passed else f"\n    {r.message.splitlines()[0]}"), flush=True)
     finally:
-        close_pool()
+        pool.close()
     print(f"\n{scenario.name}: {time.monotonic() - started:.0f} s")
     for profile, c in counts.items():
         print(f"  {profile:<7} runs {c['runs']}, fault bit {c['fault bit']}/{c['runs']}, "

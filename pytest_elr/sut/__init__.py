@@ -1,11 +1,13 @@
 """The system under test: a real multi-node KRaft Kafka cluster in containers.
 
-Images: ``python -m pytest_elr.sut.images build`` (see :mod:`pytest_elr.sut.images`).
-Cluster: :class:`KafkaCluster` (see :mod:`pytest_elr.sut.cluster`).
+Images: ``elr images build`` (see :mod:`pytest_elr.sut.images`).
+Cluster: :class:`KafkaCluster` (lifecycle, topology, nodes: :mod:`pytest_elr.sut.cluster`) and
+:class:`ClusterClient` (topics, produce, observation: :mod:`pytest_elr.sut.client`). Faults act on a
+cluster from the layer above (:mod:`pytest_elr.faults`).
 Cleanup: :func:`cleanup`, :func:`reap_leftovers`.
 
-Names are imported lazily so that ``python -m pytest_elr.sut.images`` and
-``python -m pytest_elr.sut.bench`` do not import their own module twice.
+Names are imported lazily so that ``python -m pytest_elr.sut.images`` does not import its own
+module twice, and importing this package needs neither Docker nor testcontainers.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "BrokerInfo": "admin", "PartitionState": "admin",
-    "KafkaCluster": "cluster", "PartitionOffsets": "cluster",
+    "KafkaCluster": "cluster", "ClusterClient": "client", "PartitionOffsets": "client",
     "BuildStepError": "errors", "ClusterStartError": "errors",
     "EngineNotRunningError": "errors", "ImageMissingError": "errors",
     "KafkaProtocolError": "errors", "PortClashError": "errors", "SutError": "errors",
@@ -24,7 +26,7 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "BrokerInfo", "BuildStepError", "ClusterStartError", "EngineNotRunningError",
+    "BrokerInfo", "BuildStepError", "ClusterClient", "ClusterStartError", "EngineNotRunningError",
     "ImageMissingError", "KafkaCluster", "KafkaProtocolError", "PartitionOffsets",
     "PartitionState", "PortClashError", "SutError", "UnknownKafkaVersionError", "cleanup",
     "reap_leftovers", "session_id",
@@ -32,7 +34,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from pytest_elr.sut.admin import BrokerInfo, PartitionState
-    from pytest_elr.sut.cluster import KafkaCluster, PartitionOffsets
+    from pytest_elr.sut.client import ClusterClient, PartitionOffsets
+    from pytest_elr.sut.cluster import KafkaCluster
     from pytest_elr.sut.errors import (
         BuildStepError,
         ClusterStartError,

@@ -2,7 +2,7 @@
 
 Why a Python client and not ``kafka-topics --describe`` in a container: the
 JVM tool costs seconds per call (measured ~1.6 s on 2 cores; see
-``pytest_elr.sut.bench``), the Python request ~2 ms, so a test
+``elr bench cluster``), the Python request ~2 ms, so a test
 can poll leader/ISR/ELR many times a second. Both read the same
 ``DescribeTopicPartitions`` response (API key 75), so nothing is inferred.
 

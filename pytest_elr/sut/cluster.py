@@ -1,20 +1,21 @@
-"""``KafkaCluster``: a real KRaft cluster in containers, with faults and observation.
+"""``KafkaCluster``: a real KRaft cluster in containers -- its lifecycle, topology and nodes.
 
     with KafkaCluster(brokers=[0, 1, 2], controllers=1, elr=True) as c:
-        c.create_topic("t", {0: [0, 1, 2]}, min_insync_replicas=2)
-        c.cut_both(2, 0)
-        c.await_partition("t", lambda p: p.isr == (0, 1))
-        print(c.describe_partition("t"))
+        client = ClusterClient(c)                        # pytest_elr.sut.client
+        client.create_topic("t", {0: [0, 1, 2]}, min_insync_replicas=2)
+        faults = Faults(c)                               # pytest_elr.faults
+        faults.network.cut_both(2, 0)
+        client.await_partition("t", lambda p: p.isr == (0, 1))
 
-Observations are read from the cluster (DescribeTopicPartitions, DescribeCluster,
-ListOffsets on the client listeners), never inferred. Metadata is asked of a
-broker that is running and not cut from the controller, since a cut-off
-broker's metadata cache is stale.
+Talking to the brokers over Kafka's protocol is :class:`pytest_elr.sut.client.ClusterClient`'s
+job; faults are :mod:`pytest_elr.faults`' (a layer above, operating on a cluster). The one thing
+they share through the cluster is :attr:`KafkaCluster.metadata_lag`: which brokers the faults left
+with metadata that may lag, so the client asks them last.
 
 Disks: by default each broker's log dir is a FUSE mount of
 :mod:`pytest_elr.lazyfs` (``lazyfs=`` its metadata mode; ``None`` for a plain
-directory), so ``power_off`` loses what Kafka never fsynced while ``crash``
-(SIGKILL) and ``shutdown`` (SIGTERM) lose nothing. Kafka fsyncs a segment only
+directory), so a power off loses what Kafka never fsynced while a crash
+(SIGKILL) and a shutdown (SIGTERM) lose nothing. Kafka fsyncs a segment only
 when it rolls (``log.flush.*`` defaults), so the layer holds up to
 ``log.segment.bytes`` per partition in memory: 1 MiB here. Controllers keep a
 plain directory (KRaft fsyncs its log on every append anyway).
@@ -23,32 +24,21 @@ plain directory (KRaft fsyncs its log on every append anyway).
 from __future__ import annotations
 
 import contextlib
-import secrets
 import threading
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import docker.errors
 
-from pytest_elr.faults.network import Group, NetworkFaults, NodeRef
-from pytest_elr.faults.process import LazyFsLayer, ProcessFaults
-from pytest_elr.sut import admin, images, produce, resources
-from pytest_elr.sut.admin import PartitionState
+from pytest_elr.sut import admin, images, resources
 from pytest_elr.sut.config import DATA_DIR, Topology
-from pytest_elr.sut.errors import (
-    ClusterStartError,
-    ImageMissingError,
-    KafkaProtocolError,
-    NodeCommandError,
-    SutError,
-    UnknownKafkaVersionError,
-)
-from pytest_elr.sut.node import KafkaNode, Network
+from pytest_elr.sut.errors import ClusterStartError, NodeCommandError, SutError
+from pytest_elr.sut.node import KafkaNode, Network, without_ryuk
+from pytest_elr.sut.polling import poll
 
 T = TypeVar("T")
 
@@ -61,46 +51,6 @@ LAZYFS_CONFIG = {
     "transaction.state.log.segment.bytes": str(1 << 20),
 }
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-
-
-@dataclass
-class PowerOffRecord:
-    """Evidence of one power cut: what the broker had, what the layer dropped, what came back.
-
-    ``leo_before``: the broker's own log end offset per partition (ListOffsets,
-    debugging replica id) just before the cut, for every partition with unsynced
-    data on it and every partition of the topics named. ``leo_after``: the same,
-    read as soon as the restarted broker answers (``KafkaCluster.power_on``); a
-    follower that can reach its leader may already have re-fetched by then, so
-    cut it from the leader to see the recovered log.
-    """
-
-    node: int
-    seconds: float  # kill + drop
-    dropped_bytes: int  # exact, from the layer
-    unsynced_files: dict[str, int]  # file in the log dir -> unsynced bytes just before
-    leo_before: dict[tuple[str, int], int | None]
-    leo_after: dict[tuple[str, int], int | None] = field(default_factory=dict)
-    restart_seconds: float | None = None  # power_on: start until every LEO answers
-
-    @property
-    def records_lost(self) -> dict[tuple[str, int], int]:
-        """Per partition: LEO before minus LEO after (known on both sides)."""
-        out = {}
-        for tp, before in self.leo_before.items():
-            after = self.leo_after.get(tp)
-            if before is not None and after is not None:
-                out[tp] = before - after
-        return out
-
-
-@dataclass(frozen=True)
-class PartitionOffsets:
-    """HWM as the leader reports it; each replica's own log end offset (None: no answer)."""
-
-    leader: int | None
-    hwm: int | None
-    leo: dict[int, int | None]
 
 
 def _kafka_uuid() -> str:
@@ -148,11 +98,10 @@ class KafkaCluster:
         self._closed = False
         self._lock = threading.Lock()
         self.timings: dict[str, float] = {}  # seconds per startup phase
-        self.net = NetworkFaults(self)
-        self.proc = ProcessFaults(self)
-        if lazyfs is not None:
-            self.proc.disk_layer = LazyFsLayer()
-        self.power_offs: list[PowerOffRecord] = []
+        # Brokers whose metadata may lag the controller's, by cause ("network", "process"). The faults
+        # keep it current (a broker they stopped, or cut from the controller, answers from a stale
+        # cache); the client asks these brokers last.
+        self.metadata_lag: dict[str, frozenset[int]] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -162,36 +111,8 @@ class KafkaCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def resolve_image(self) -> str:
-        client = resources.docker_client()
-        if self._image:
-            tag = self._image
-        else:
-            try:
-                tag = images.expected_tags(self.kafka_version).node
-            except ImageMissingError:
-                # Installed without the recipes: newest image built for this version.
-                found = client.images.list(filters={"label": [
-                    f"{images.LABEL_PREFIX}.image=kafka-node",
-                    f"{images.LABEL_PREFIX}.kafka-version={self.kafka_version}"]})
-                if not found:
-                    raise
-                return str(found[0].id)
-        try:
-            client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            cmd = images.build_command(self.kafka_version)
-            if self.kafka_version not in images.KNOWN_KAFKA_VERSIONS:
-                raise UnknownKafkaVersionError(
-                    f"no image for Kafka {self.kafka_version}; versions built and tested here: "
-                    f"{', '.join(images.KNOWN_KAFKA_VERSIONS)}.\nfix: `{cmd}` (it fails with the "
-                    "cause if Maven Central has no such version)") from None
-            raise ImageMissingError(
-                f"image {tag} is missing (or outdated).\nfix: `{cmd}`") from None
-        return tag
-
     def start(self) -> KafkaCluster:
-        image = self.resolve_image()
+        image = images.resolve_image(self.kafka_version, self._image)
         labels = resources.labels(self.cluster_id)
         resources.register(id(self), self.close)
         try:
@@ -204,20 +125,11 @@ class KafkaCluster:
                     lazyfs=self.lazyfs if spec.is_broker else None)
             nodes = list(self._nodes.values())
             elr = "1" if self.elr else "0"
-            phases: list[tuple[str, Callable[[KafkaNode], object]]] = [
-                ("containers", lambda n: n.start_container()),
-                ("configure", lambda n: n.configure()),
-                ("format", lambda n: n.ctl("format", self.kafka_cluster_id, elr)),
-                ("start", lambda n: n.ctl("start")),
-            ]
-            for phase, fn in phases:
-                t0 = time.monotonic()
-                try:
-                    _parallel(fn, nodes)
-                except NodeCommandError as e:
-                    raise ClusterStartError(f"startup phase '{phase}' failed: {e}",
-                                            {n.name: n.logs() for n in nodes}) from e
-                self.timings[phase] = time.monotonic() - t0
+            with without_ryuk():
+                self._phase("containers", lambda n: n.start_container(), nodes)
+            self._phase("configure", lambda n: n.configure(), nodes)
+            self._phase("format", lambda n: n.ctl("format", self.kafka_cluster_id, elr), nodes)
+            self._phase("start", lambda n: n.ctl("start"), nodes)
             t0 = time.monotonic()
             self.wait_ready(self.start_timeout_s)
             self.timings["ready"] = time.monotonic() - t0
@@ -226,33 +138,37 @@ class KafkaCluster:
             raise
         return self
 
+    def _phase(self, phase: str, fn: Callable[[KafkaNode], object], nodes: Sequence[KafkaNode]) -> None:
+        """One startup phase on every node at once, timed."""
+        t0 = time.monotonic()
+        try:
+            _parallel(fn, nodes)
+        except NodeCommandError as e:
+            raise ClusterStartError(f"startup phase '{phase}' failed: {e}",
+                                    {n.name: n.logs() for n in nodes}) from e
+        self.timings[phase] = time.monotonic() - t0
+
     def wait_ready(self, timeout_s: float) -> None:
         """Every broker registered and unfenced, seen by every broker."""
-        deadline = time.monotonic() + timeout_s
-        want = {b.node_id for b in self.topology.brokers}
-        last = "no answer yet"
-        while time.monotonic() < deadline:
+        want = set(self.broker_ids)
+
+        def not_ready() -> str | None:  # what is missing; None: ready
             dead = [n for n in self._nodes.values() if n.state() == "stopped"]
             if dead:
                 raise ClusterStartError(
                     f"JVM exited during startup on {', '.join(n.name for n in dead)}",
                     {n.name: n.logs() for n in dead})
-            try:
-                ok = True
-                for b in self.topology.brokers:
-                    seen = admin.describe_cluster("127.0.0.1", self.client_port(b.node_id), 2.0)
-                    unfenced = {x.broker_id for x in seen if not x.fenced}
-                    if unfenced != want:
-                        ok, last = False, f"broker {b.node_id} sees unfenced {sorted(unfenced)}"
-                        break
-                if ok:
-                    return
-            except KafkaProtocolError as e:
-                last = str(e)
-            time.sleep(0.25)
-        raise ClusterStartError(
-            f"cluster not ready within {timeout_s:.0f}s (last: {last})",
-            {n.name: n.logs() for n in self._nodes.values()})
+            for b in self.broker_ids:
+                seen = admin.describe_cluster("127.0.0.1", self.client_port(b), 2.0)
+                unfenced = {x.broker_id for x in seen if not x.fenced}
+                if unfenced != want:
+                    return f"broker {b} sees unfenced {sorted(unfenced)}"
+            return None
+
+        poll(not_ready, until=lambda missing: missing is None, timeout_s=timeout_s, interval_s=0.25,
+             timed_out=lambda last: ClusterStartError(
+                 f"cluster not ready within {timeout_s:.0f}s (last: {last})",
+                 {n.name: n.logs() for n in self._nodes.values()}))
 
     def close(self) -> None:
         with self._lock:
@@ -264,7 +180,7 @@ class KafkaCluster:
         with contextlib.suppress(SutError, docker.errors.DockerException):
             resources.remove_cluster(self.cluster_id)
 
-    # ------------------------------------------------------------ nodes
+    # ------------------------------------------------------------ topology
 
     def node(self, node_id: int) -> KafkaNode:
         try:
@@ -280,6 +196,9 @@ class KafkaCluster:
     def controller_ids(self) -> list[int]:
         return [c.node_id for c in self.topology.controllers]
 
+    def topology_ids(self) -> list[int]:
+        return [n.node_id for n in self.topology.nodes]
+
     def client_port(self, broker_id: int) -> int:
         port = self.node(broker_id).client_port
         if port is None:
@@ -291,253 +210,18 @@ class KafkaCluster:
         """For clients in the test process (bypasses the proxies)."""
         return ",".join(f"127.0.0.1:{self.client_port(b)}" for b in self.broker_ids)
 
+    def lagging_brokers(self) -> set[int]:
+        """Brokers whose metadata may lag, whatever the cause (see ``metadata_lag``)."""
+        return set().union(*self.metadata_lag.values())
+
+    # ------------------------------------------------------------ nodes, read from their containers
+
     def logs(self, node_id: int, lines: int = 40) -> str:
         return self.node(node_id).logs(lines)
 
-    # ------------------------------------------------------------ topics
-
-    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
-                     min_insync_replicas: int | None = None,
-                     configs: Mapping[str, str] | None = None, wait: bool = True) -> None:
-        """Create a topic with an explicit assignment ``{partition: [replica ids]}``.
-
-        The first replica of each partition is its preferred (initial) leader.
-        """
-        cfg = dict(configs or {})
-        if min_insync_replicas is not None:
-            cfg["min.insync.replicas"] = str(min_insync_replicas)
-        self._ask(lambda port: admin.create_topic("127.0.0.1", port, name, assignment, cfg))
-        if wait:
-            def ready(p: PartitionState) -> bool:
-                return p.leader is not None and set(p.isr) == set(p.replicas)
-            for part in assignment:
-                self.await_partition(name, ready, partition=part, timeout_s=30)
-
-    def set_min_insync_replicas(self, topic: str, value: int | None) -> None:
-        self._ask(lambda port: admin.alter_topic_config(
-            "127.0.0.1", port, topic,
-            {"min.insync.replicas": None if value is None else str(value)}))
-
-    # ------------------------------------------------------------ observation
-
-    def _observers(self) -> list[int]:
-        good = [b for b in self.broker_ids
-                if b not in self.proc.down and not self.net.cut_from_controller(b)]
-        return good + [b for b in self.broker_ids if b not in good]
-
-    def _ask(self, fn: Callable[[int], T], via: int | None = None) -> T:
-        errors: list[str] = []
-        for b in [via] if via is not None else self._observers():
-            try:
-                return fn(self.client_port(b))
-            except KafkaProtocolError as e:
-                if e.error_code is not None:  # the broker answered: a real error
-                    raise
-                errors.append(f"broker {b}: {e}")
-        raise KafkaProtocolError("no broker answered: " + "; ".join(errors))
-
-    def describe_partition(self, topic: str, partition: int = 0,
-                           via: int | None = None) -> PartitionState:
-        """Leader, epoch, ISR, ELR, LastKnownELR as the cluster's metadata says."""
-        parts = self._ask(lambda port: admin.describe_topic_partitions(
-            "127.0.0.1", port, topic, 3.0), via)
-        for p in parts:
-            if p.partition == partition:
-                return p
-        raise KafkaProtocolError(f"{topic} has no partition {partition}")
-
-    def describe_partition_cli(self, topic: str, via: int | None = None) -> str:
-        """The same via Kafka's own TopicCommand in a broker container (slow; cross-check)."""
-        b = via if via is not None else self._observers()[0]
-        spec = self.topology.node(b)
-        return self.node(b).exec(
-            "java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", "/opt/kafka/libs/*",
-            "-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties",
-            "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
-            f"{spec.name}:{spec.peer_port}", "--describe", "--topic", topic)[1]
-
-    def produce(self, topic: str, values: Sequence[bytes], partition: int = 0,
-                acks: int = -1, timeout_ms: int = 10000) -> int:
-        """Append records via the partition's current leader; returns the base offset."""
-        leader = self.describe_partition(topic, partition).leader
-        if leader is None:
-            raise KafkaProtocolError(f"{topic}-{partition} has no leader", 5)
-        return produce.produce("127.0.0.1", self.client_port(leader), topic, partition,
-                               values, acks, timeout_ms)
-
-    def brokers(self, via: int | None = None) -> list[admin.BrokerInfo]:
-        return self._ask(lambda port: admin.describe_cluster("127.0.0.1", port, 3.0), via)
-
-    def fenced_brokers(self, via: int | None = None) -> set[int]:
-        """Registered brokers that the controller has fenced (DescribeCluster v2)."""
-        return {b.broker_id for b in self.brokers(via) if b.fenced}
-
-    def offsets(self, topic: str, partition: int = 0, via: int | None = None) -> PartitionOffsets:
-        state = self.describe_partition(topic, partition, via)
-        leo: dict[int, int | None] = {}
-        for r in state.replicas:
-            try:
-                leo[r] = admin.list_offset("127.0.0.1", self.client_port(r), topic, partition,
-                                           admin.DEBUGGING_REPLICA_ID, timeout_s=2.0)
-            except KafkaProtocolError:
-                leo[r] = None
-        hwm = None
-        if state.leader is not None:
-            with contextlib.suppress(KafkaProtocolError):
-                hwm = admin.list_offset("127.0.0.1", self.client_port(state.leader), topic,
-                                        partition, admin.CONSUMER_REPLICA_ID, timeout_s=2.0)
-        return PartitionOffsets(state.leader, hwm, leo)
-
-    def await_partition(self, topic: str, predicate: Callable[[PartitionState], bool],
-                        partition: int = 0, timeout_s: float = 30.0, interval_s: float = 0.2,
-                        via: int | None = None, traffic: bool = False) -> PartitionState:
-        """Poll until ``predicate(state)``; on timeout raise with the last state seen.
-
-        ``traffic``: append one record (acks=1) per poll. Kafka drops a follower
-        from the ISR only when it is *behind* the leader's log end for
-        ``replica.lag.time.max.ms``; on an idle partition a follower that
-        stopped fetching still counts as caught up, and the ISR never shrinks.
-        """
-        def read() -> PartitionState:
-            if traffic:
-                with contextlib.suppress(KafkaProtocolError):
-                    self.produce(topic, [b"tick"], partition, acks=1, timeout_ms=2000)
-            return self.describe_partition(topic, partition, via)
-
-        return self.await_value(read, predicate, timeout_s, interval_s, f"{topic}-{partition}")
-
-    def await_value(self, read: Callable[[], T], predicate: Callable[[T], bool],
-                    timeout_s: float = 30.0, interval_s: float = 0.2, what: str = "value") -> T:
-        deadline = time.monotonic() + timeout_s
-        last: T | str = "no observation"
-        while True:
-            try:
-                value = read()
-                if predicate(value):
-                    return value
-                last = value
-            except KafkaProtocolError as e:
-                last = f"error: {e}"
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: condition not met within {timeout_s}s; last: {last}")
-            time.sleep(interval_s)
-
-    # ------------------------------------------------------------ faults (delegates)
-
-    def cut(self, src: NodeRef, dst: NodeRef) -> float:
-        return self.net.cut(src, dst)
-
-    def cut_both(self, a: NodeRef, b: NodeRef) -> float:
-        return self.net.cut_both(a, b)
-
-    def heal(self, src: NodeRef, dst: NodeRef) -> float:
-        return self.net.heal(src, dst)
-
-    def heal_all(self) -> float:
-        return self.net.heal_all()
-
-    def slow(self, src: NodeRef, dst: NodeRef, latency_ms: int) -> float:
-        return self.net.slow(src, dst, latency_ms)
-
-    def hold(self, src: NodeRef, dst: NodeRef) -> float:
-        """Hold ``src``'s AlterPartition requests to ``dst`` until healed (KIP-903's race)."""
-        return self.net.hold(src, dst)
-
-    def isolate(self, node: int, from_: Group = "all") -> float:
-        return self.net.isolate(node, from_)
-
-    def shutdown(self, node: int) -> float:
-        return self.proc.shutdown(node)
-
-    def crash(self, node: int) -> float:
-        return self.proc.crash(node)
-
-    def pause(self, node: int) -> None:
-        self.proc.pause(node)
-
-    def resume(self, node: int) -> None:
-        self.proc.resume(node)
-
-    def restart(self, node: int, clean: bool = True) -> None:
-        self.proc.restart(node, clean)
-
-    def start_node(self, node: int) -> None:
-        self.proc.start(node)
-
-    def replace_disk(self, node: int, start: bool = True) -> None:
-        self.proc.replace_disk(node, start)
-
-    def wait_serving(self, node: int, timeout_s: float = 60.0) -> float:
-        """Wait until a (re)started broker answers clients; returns the seconds waited.
-
-        A KRaft broker opens its listeners to requests only once it has registered and the
-        controller has unfenced it, so an answer means the new incarnation is registered: its
-        old session, which a killed JVM leaves behind for up to the session timeout, is gone.
-        """
-        t0 = time.monotonic()
-        deadline = t0 + timeout_s
-        last = "no answer yet"
-        while time.monotonic() < deadline:
-            if self.node(node).state() == "stopped":
-                raise ClusterStartError(f"broker {node}'s JVM exited while starting",
-                                        {self.node(node).name: self.node(node).logs()})
-            try:
-                admin.describe_cluster("127.0.0.1", self.client_port(node), 2.0)
-                return time.monotonic() - t0
-            except KafkaProtocolError as e:
-                last = str(e)
-            time.sleep(0.1)
-        raise ClusterStartError(f"broker {node} did not serve within {timeout_s:.0f}s (last: {last})",
-                                {self.node(node).name: self.node(node).logs()})
-
-    def power_off(self, node: int, topics: Iterable[str] = ()) -> PowerOffRecord:
-        """Power cut of one broker: SIGKILL, the layer drops everything unsynced, JVM stays off.
-
-        Returns (and appends to ``power_offs``) the evidence; ``power_on`` completes it.
-        """
-        stats = self.disk_stats(node)
-        files = {str(f["path"]): int(f["unsynced_bytes"]) for f in stats["files"] if f["path"]}
-        parts = {tp for tp in map(_partition_of, files) if tp is not None}
-        for topic in topics:
-            with contextlib.suppress(KafkaProtocolError):
-                parts |= {(topic, p.partition) for p in self._ask(
-                    lambda port, t=topic: admin.describe_topic_partitions(
-                        "127.0.0.1", port, t, 3.0)) if node in p.replicas}
-        before = {tp: self._local_leo(node, tp) for tp in sorted(parts)}
-        t0 = time.monotonic()
-        reply = self.proc.power_off(node)
-        rec = PowerOffRecord(node, time.monotonic() - t0, int(reply["dropped_bytes"]), files, before)
-        self.power_offs.append(rec)
-        return rec
-
-    def power_on(self, node: int, timeout_s: float = 60.0) -> PowerOffRecord | None:
-        """Start a powered-off broker; wait until it answers its LEOs and record them.
-
-        Returns the broker's latest :class:`PowerOffRecord` (``None`` if it never
-        lost power), with ``leo_after`` and ``restart_seconds`` filled in.
-        """
-        rec = next((r for r in reversed(self.power_offs) if r.node == node), None)
-        t0 = time.monotonic()
-        self.start_node(node)
-        if rec is None:
-            return None
-        deadline = t0 + timeout_s
-        for tp in rec.leo_before:
-            leo = None
-            while leo is None and time.monotonic() < deadline:
-                leo = self._local_leo(node, tp)
-                if leo is None:
-                    time.sleep(0.1)
-            rec.leo_after[tp] = leo
-        rec.restart_seconds = time.monotonic() - t0
-        return rec
-
-    def _local_leo(self, node: int, tp: tuple[str, int]) -> int | None:
-        try:
-            return admin.list_offset("127.0.0.1", self.client_port(node), tp[0], tp[1],
-                                     admin.DEBUGGING_REPLICA_ID, timeout_s=2.0)
-        except KafkaProtocolError:
-            return None
+    def node_state(self, node: int) -> str:
+        """``running`` | ``paused`` | ``stopped`` (of the JVM, not the container)."""
+        return self.node(node).state()
 
     def disk_stats(self, node: int) -> dict[str, Any]:
         """The broker's FUSE layer ``stats``: unsynced bytes per file and in total."""
@@ -556,33 +240,3 @@ class KafkaCluster:
         code, _ = self.node(node).exec("test", "-f", f"{DATA_DIR}/{CLEAN_SHUTDOWN_FILE}",
                                        check=False)
         return code == 0
-
-    def node_state(self, node: int) -> str:
-        return self.node(node).state()
-
-    def heal_everything(self, nodes: Iterable[int] | None = None) -> None:
-        """Undo all faults: heal links, resume/start every JVM, wait until all unfenced."""
-        self.heal_all()
-        for n in nodes if nodes is not None else self.topology_ids():
-            st = self.node(n).state()
-            if st == "paused":
-                self.proc.resume(n)
-            elif st == "stopped":
-                self.proc.start(n)
-        self.wait_ready(60)
-
-    def topology_ids(self) -> list[int]:
-        return [n.node_id for n in self.topology.nodes]
-
-
-def _partition_of(path: str) -> tuple[str, int] | None:
-    """``topic-3/00000000000000000000.log`` -> ``("topic", 3)``; None for other files."""
-    directory, sep, _ = path.partition("/")
-    topic, dash, num = directory.rpartition("-")
-    if not sep or not dash or not num.isdigit() or topic == "__cluster_metadata":
-        return None
-    return topic, int(num)
-
-
-def random_topic(prefix: str = "t") -> str:
-    return f"{prefix}-{secrets.token_hex(3)}"

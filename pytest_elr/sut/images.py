@@ -40,6 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
+
+from pytest_elr.sut import resources
 from pytest_elr.sut.errors import BuildStepError, ImageMissingError, UnknownKafkaVersionError
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
@@ -151,6 +154,38 @@ def expected_tags(kafka_version: str = DEFAULT_KAFKA_VERSION) -> ImageTags:
 
 def build_command(kafka_version: str) -> str:
     return f"python -m pytest_elr.sut.images build --kafka-version {kafka_version}"
+
+
+def resolve_image(kafka_version: str, image: str | None = None) -> str:
+    """The node image to run: ``image`` if given, else the tag the current recipe builds.
+
+    Raises :class:`ImageMissingError` (or :class:`UnknownKafkaVersionError`) naming the build command
+    when that image is not built. Installed without the recipes (a wheel), the tag cannot be
+    computed: the newest image built for the version is used.
+    """
+    client = resources.docker_client()
+    if image:
+        tag = image
+    else:
+        try:
+            tag = expected_tags(kafka_version).node
+        except ImageMissingError:
+            found = client.images.list(filters={"label": [
+                f"{LABEL_PREFIX}.image=kafka-node", f"{LABEL_PREFIX}.kafka-version={kafka_version}"]})
+            if not found:
+                raise
+            return str(found[0].id)
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        cmd = build_command(kafka_version)
+        if kafka_version not in KNOWN_KAFKA_VERSIONS:
+            raise UnknownKafkaVersionError(
+                f"no image for Kafka {kafka_version}; versions built and tested here: "
+                f"{', '.join(KNOWN_KAFKA_VERSIONS)}.\nfix: `{cmd}` (it fails with the "
+                "cause if Maven Central has no such version)") from None
+        raise ImageMissingError(f"image {tag} is missing (or outdated).\nfix: `{cmd}`") from None
+    return tag
 
 
 # ---------------------------------------------------------------- helpers

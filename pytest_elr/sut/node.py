@@ -15,29 +15,24 @@ the container leaves nothing mounted on the host.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import secrets
 import tarfile
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import docker.errors
 from docker.models.containers import Container
+from testcontainers.core.config import testcontainers_config
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.network import Network
 
-# Ryuk is an image we cannot pull, and inside a container (/.dockerenv)
-# testcontainers would otherwise use a gateway IP: set both before import.
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
-
-import contextlib
-
-from testcontainers.core.config import testcontainers_config  # noqa: E402
-from testcontainers.core.container import DockerContainer  # noqa: E402
-from testcontainers.core.network import Network  # noqa: E402
-
-from pytest_elr.sut.config import (  # noqa: E402
+from pytest_elr.sut.config import (
     BROKER_HEAP,
     CLIENT_PORT,
     CONTROLLER_HEAP,
@@ -45,11 +40,33 @@ from pytest_elr.sut.config import (  # noqa: E402
     NodeSpec,
     Topology,
 )
-from pytest_elr.sut.errors import NodeCommandError, PortClashError  # noqa: E402
-from pytest_elr.sut.toxiproxy import ProxySpec, ToxiproxyClient  # noqa: E402
+from pytest_elr.sut.errors import NodeCommandError, PortClashError, ToxiproxyError
+from pytest_elr.sut.polling import poll
+from pytest_elr.sut.toxiproxy import ProxySpec, ToxiproxyClient
 
-if os.environ["TESTCONTAINERS_RYUK_DISABLED"].lower() == "true":
-    testcontainers_config.ryuk_disabled = True
+RYUK_ENV = "TESTCONTAINERS_RYUK_DISABLED"
+_ryuk_setting = threading.RLock()  # one scope at a time changes testcontainers' global setting
+
+
+@contextlib.contextmanager
+def without_ryuk() -> Iterator[None]:
+    """Containers started inside run without Ryuk; testcontainers' setting is restored afterwards.
+
+    Ryuk, testcontainers' reaper, is an image we cannot pull: cleanup is ours
+    (:mod:`pytest_elr.sut.resources`). A ``$TESTCONTAINERS_RYUK_DISABLED`` of the user's wins.
+    (Container hosts and ports are read from Docker here, never through testcontainers, so its
+    connection mode does not matter.)
+    """
+    if RYUK_ENV in os.environ:
+        yield
+        return
+    with _ryuk_setting:
+        before = testcontainers_config.ryuk_disabled
+        testcontainers_config.ryuk_disabled = True
+        try:
+            yield
+        finally:
+            testcontainers_config.ryuk_disabled = before
 
 
 class KafkaNode:
@@ -114,16 +131,11 @@ class KafkaNode:
         self.toxiproxy = ToxiproxyClient("127.0.0.1", self.toxiproxy_port)
 
     def wait_toxiproxy(self, timeout_s: float = 30.0) -> None:
-        assert self.toxiproxy is not None
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                self.toxiproxy.version()
-                return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        """Until the node's Toxiproxy server answers; on timeout its last error."""
+        toxiproxy = self.toxiproxy
+        assert toxiproxy is not None, "container not started"
+        poll(toxiproxy.version, timeout_s=timeout_s, interval_s=0.1, retry_on=ToxiproxyError,
+             timed_out=lambda last: ToxiproxyError(f"{self.name}: Toxiproxy silent for {timeout_s:.0f}s: {last}"))
 
     def proxy_specs(self) -> list[ProxySpec]:
         """One proxy per peer: ``to-<peer>`` on 127.0.0.1:<peer port> -> peer's real address."""

@@ -67,9 +67,6 @@ class ToxiproxyClient:
         result: dict[str, Any] = self._call("GET", "/proxies")
         return result
 
-    def set_enabled(self, proxy: str, enabled: bool) -> None:
-        self._call("POST", f"/proxies/{proxy}", {"enabled": enabled})
-
     def add_toxic(self, proxy: str, name: str, type_: str, stream: Stream,
                   attributes: dict[str, int | float], toxicity: float = 1.0) -> None:
         self._call("POST", f"/proxies/{proxy}/toxics", {

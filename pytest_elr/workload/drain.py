@@ -54,7 +54,7 @@ def max_acked_offset(history: History | Iterable[dict[str, Any]], topic_partitio
 
 
 def _default_skip(value: str) -> bool:
-    # KafkaCluster.await_partition(traffic=True) writes literal b"tick" records that no produce
+    # ClusterClient.await_partition(traffic=True) writes literal b"tick" records that no produce
     # event stands for; as consume events they would all be one value read at many offsets.
     return value == "tick"
 

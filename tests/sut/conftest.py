@@ -15,9 +15,10 @@ import os
 from collections.abc import Callable, Iterator
 
 import pytest
+from kafka_under_test import Kafka
 
 from pytest_elr.sut import KafkaCluster
-from pytest_elr.sut.cluster import random_topic
+from pytest_elr.sut.client import random_topic
 from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION
 
 # Which Kafka to test (an image for it must be built).
@@ -29,38 +30,38 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="module")
-def elr_cluster() -> Iterator[KafkaCluster]:
+def elr_cluster() -> Iterator[Kafka]:
     with KafkaCluster(brokers=[0, 1, 2], controllers=1, elr=True,
                       kafka_version=KAFKA_VERSION) as c:
-        yield c
+        yield Kafka.on(c)
 
 
 @pytest.fixture(scope="module")
-def legacy_cluster() -> Iterator[KafkaCluster]:
+def legacy_cluster() -> Iterator[Kafka]:
     # ELR off; broker 4 hosts no replica of the test topics and is never
     # faulted: it answers metadata requests when every replica is down.
     with KafkaCluster(brokers=[1, 2, 3, 4], controllers=1, elr=False,
                       kafka_version=KAFKA_VERSION) as c:
-        yield c
+        yield Kafka.on(c)
 
 
 @pytest.fixture
-def elr(elr_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+def elr(elr_cluster: Kafka) -> Iterator[Kafka]:
     """The ELR cluster, restored to health after the test."""
     yield elr_cluster
-    elr_cluster.heal_everything()
+    elr_cluster.faults.heal_everything()
 
 
 @pytest.fixture
-def legacy(legacy_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+def legacy(legacy_cluster: Kafka) -> Iterator[Kafka]:
     yield legacy_cluster
-    legacy_cluster.heal_everything()
+    legacy_cluster.faults.heal_everything()
 
 
 @pytest.fixture
-def topic_factory() -> Callable[[KafkaCluster, list[int], int], str]:
-    def make(cluster: KafkaCluster, replicas: list[int], min_isr: int) -> str:
+def topic_factory() -> Callable[[Kafka, list[int], int], str]:
+    def make(kafka: Kafka, replicas: list[int], min_isr: int) -> str:
         name = random_topic()
-        cluster.create_topic(name, {0: replicas}, min_insync_replicas=min_isr)
+        kafka.client.create_topic(name, {0: replicas}, min_insync_replicas=min_isr)
         return name
     return make

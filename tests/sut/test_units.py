@@ -1,18 +1,30 @@
-"""Fast tests of the SUT's pieces (no cluster started)."""
+"""Fast tests of the SUT's pieces and of the faults' bookkeeping (no cluster started)."""
 
 from __future__ import annotations
 
-import pytest
+import os
+import subprocess
+import sys
 
+import pytest
+from testcontainers.core.config import testcontainers_config
+
+from pytest_elr.faults.evidence import PowerOffRecord, partition_of
+from pytest_elr.faults.process import ProcessFaults
 from pytest_elr.sut import (
+    ClusterClient,
     ClusterStartError,
     EngineNotRunningError,
     ImageMissingError,
     KafkaCluster,
+    KafkaProtocolError,
     UnknownKafkaVersionError,
+    images,
     resources,
 )
 from pytest_elr.sut.config import Topology
+from pytest_elr.sut.node import without_ryuk
+from pytest_elr.sut.polling import await_value, poll
 from pytest_elr.sut.produce import crc32c, record_batch
 from pytest_elr.sut.wire import Reader, Writer
 
@@ -71,13 +83,13 @@ def test_node_proxies_cover_every_peer() -> None:
 @pytest.mark.docker
 def test_missing_image_names_the_build_command() -> None:
     with pytest.raises(ImageMissingError, match="python -m pytest_elr.sut.images build"):
-        KafkaCluster(image="pytest-elr/kafka-node:no-such-tag").resolve_image()
+        images.resolve_image(images.DEFAULT_KAFKA_VERSION, "pytest-elr/kafka-node:no-such-tag")
 
 
 @pytest.mark.docker
 def test_unknown_kafka_version_is_a_clear_error() -> None:
     with pytest.raises(UnknownKafkaVersionError, match="4.3.1"):
-        KafkaCluster(kafka_version="9.9.9").resolve_image()
+        images.resolve_image("9.9.9")
 
 
 def test_engine_not_running_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,15 +109,13 @@ def test_start_timeout_carries_log_lines_and_leaves_nothing() -> None:
 
 
 def test_partition_of_layer_paths() -> None:
-    from pytest_elr.sut.cluster import _partition_of
-    assert _partition_of("t-ab12-3/00000000000000000000.log") == ("t-ab12", 3)
-    assert _partition_of("__cluster_metadata-0/00000000000000000000.log") is None
-    assert _partition_of("meta.properties") is None
-    assert _partition_of("t-0.5a1b-delete/00000000000000000000.log") is None
+    assert partition_of("t-ab12-3/00000000000000000000.log") == ("t-ab12", 3)
+    assert partition_of("__cluster_metadata-0/00000000000000000000.log") is None
+    assert partition_of("meta.properties") is None
+    assert partition_of("t-0.5a1b-delete/00000000000000000000.log") is None
 
 
 def test_power_off_record_counts_lost_records() -> None:
-    from pytest_elr.sut.cluster import PowerOffRecord
     rec = PowerOffRecord(0, 0.1, 100, {}, {("a", 0): 60, ("b", 0): 5, ("c", 0): None},
                          {("a", 0): 10, ("b", 0): None, ("c", 0): 3})
     assert rec.records_lost == {("a", 0): 50}
@@ -113,15 +123,14 @@ def test_power_off_record_counts_lost_records() -> None:
 
 def test_lazyfs_only_under_brokers_and_small_segments() -> None:
     c = KafkaCluster(brokers=[0], controllers=1)
-    assert c.lazyfs == "fsyncdir" and c.proc.disk_layer is not None
+    assert c.lazyfs == "fsyncdir" and ProcessFaults(c).disk_layer is not None
     assert "log.segment.bytes=1048576" in c.topology.render(c.topology.node(0), 1)
     plain = KafkaCluster(brokers=[0], controllers=1, lazyfs=None)
-    assert plain.proc.disk_layer is None
+    assert ProcessFaults(plain).disk_layer is None
     assert "log.segment.bytes" not in plain.topology.render(plain.topology.node(0), 1)
 
 
 def test_lazyfs_source_is_hashed_into_the_node_image_tag() -> None:
-    from pytest_elr.sut import images
     names = [b.split(b"=", 1)[0] for b in images._recipe_bytes()]
     assert b"lazyfs/filesystem.py" in names and b"Dockerfile" in names
 
@@ -139,10 +148,90 @@ def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPat
 
 def test_installed_without_recipes_is_image_missing(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """A wheel carries no images/ directory: the tag cannot be computed, and the cluster falls
-    back to the newest built image (KafkaCluster.resolve_image) on ImageMissingError only."""
-    from pytest_elr.sut import images
-
+    back to the newest built image (images.resolve_image) on ImageMissingError only."""
     monkeypatch.setattr(images, "IMAGES_DIR", tmp_path / "images")
     monkeypatch.setattr(images, "TOXIPROXY_DIR", tmp_path / "images" / "toxiproxy")
     with pytest.raises(ImageMissingError, match="run from a source checkout"):
         images.expected_tags("4.3.1")
+
+
+def test_the_client_asks_brokers_with_lagging_metadata_last() -> None:
+    """The faults leave which brokers' metadata may lag in the cluster; the client reads it there."""
+    c = KafkaCluster(brokers=[0, 1, 2, 3], controllers=1)
+    client = ClusterClient(c)
+    assert client.observers() == [0, 1, 2, 3]
+    c.metadata_lag["network"] = frozenset({0})
+    c.metadata_lag["process"] = frozenset({2, 1000})  # a stopped controller is no broker to ask
+    assert client.observers() == [1, 3, 0, 2]
+    c.metadata_lag["network"] = frozenset()
+    assert client.observers() == [0, 1, 3, 2]
+
+
+def test_poll_retries_protocol_errors_until_the_answer_is_wanted() -> None:
+    answers = iter([KafkaProtocolError("not yet"), 1, 2, 3])
+
+    def attempt() -> int:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert poll(attempt, until=lambda n: n >= 2, timeout_s=5, interval_s=0, timed_out=AssertionError) == 2
+
+
+def test_poll_stops_at_once_on_any_other_error() -> None:
+    calls = []
+
+    def attempt() -> None:
+        calls.append(1)
+        raise ValueError("broken")
+
+    with pytest.raises(ValueError, match="broken"):
+        poll(attempt, timeout_s=5, interval_s=0, timed_out=AssertionError)
+    assert len(calls) == 1
+
+
+def test_a_timed_out_wait_names_the_last_value_or_error() -> None:
+    with pytest.raises(TimeoutError, match=r"isr: condition not met within 0.05s; last: \(0, 1\)"):
+        await_value(lambda: (0, 1), lambda isr: isr == (0,), timeout_s=0.05, interval_s=0.01, what="isr")
+
+    def unanswered() -> None:
+        raise KafkaProtocolError("no broker answered")
+
+    with pytest.raises(TimeoutError, match="last: error: no broker answered"):
+        await_value(unanswered, lambda _: True, timeout_s=0.05, interval_s=0.01)
+
+
+def test_importing_the_sut_changes_no_environment() -> None:
+    code = ("import os; before = dict(os.environ); "
+            "import pytest_elr.sut.cluster, pytest_elr.sut.node, pytest_elr.faults, pytest_elr.backends.kafka; "
+            "print(sorted(set(os.environ.items()) ^ set(before.items())))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TESTCONTAINERS_")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_ryuk_is_off_only_while_containers_are_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TESTCONTAINERS_RYUK_DISABLED", raising=False)
+    monkeypatch.setattr(testcontainers_config, "ryuk_disabled", False)
+    with without_ryuk():
+        assert testcontainers_config.ryuk_disabled
+    assert not testcontainers_config.ryuk_disabled
+
+
+def test_stopped_nodes_are_left_in_the_cluster_as_lagging_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process faults tell the cluster whom not to trust first; starting the JVM again clears it."""
+    class Node:
+        def ctl(self, *args: str) -> str:
+            return ""
+
+    c = KafkaCluster(brokers=[0, 1, 2], controllers=1)
+    monkeypatch.setattr(c, "node", lambda node_id: Node())
+    process = ProcessFaults(c)
+    process.crash(0)
+    process.pause(2)
+    assert c.lagging_brokers() == {0, 2}
+    assert ClusterClient(c).observers() == [1, 0, 2]
+    process.start(0)
+    process.resume(2)
+    assert c.lagging_brokers() == set()

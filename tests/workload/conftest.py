@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_elr.sut import KafkaCluster
+from pytest_elr.faults import Faults
+from pytest_elr.sut import ClusterClient, KafkaCluster
 from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION
 
 KAFKA_VERSION = os.environ.get("PYTEST_ELR_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
@@ -27,7 +28,22 @@ def workload_cluster() -> Iterator[KafkaCluster]:
         yield c
 
 
+@pytest.fixture(scope="session")
+def workload_faults(workload_cluster: KafkaCluster) -> Faults:
+    return Faults(workload_cluster)  # one per cluster: it remembers what it did
+
+
 @pytest.fixture
-def cluster(workload_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+def cluster(workload_cluster: KafkaCluster, workload_faults: Faults) -> Iterator[KafkaCluster]:
     yield workload_cluster
-    workload_cluster.heal_everything()
+    workload_faults.heal_everything()
+
+
+@pytest.fixture
+def client(cluster: KafkaCluster) -> ClusterClient:
+    return ClusterClient(cluster)
+
+
+@pytest.fixture
+def faults(cluster: KafkaCluster, workload_faults: Faults) -> Faults:
+    return workload_faults

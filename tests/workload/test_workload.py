@@ -10,16 +10,18 @@ from typing import Any
 import pytest
 
 from pytest_elr.core.history import History
-from pytest_elr.sut import KafkaCluster
-from pytest_elr.sut.cluster import random_topic
+from pytest_elr.faults import Faults
+from pytest_elr.sut import ClusterClient, KafkaCluster
+from pytest_elr.sut.client import random_topic
+from pytest_elr.sut.polling import await_value
 from pytest_elr.workload import BackgroundProducer, drain
 
 pytestmark = pytest.mark.docker
 
 
-def _topic(cluster: KafkaCluster) -> str:
+def _topic(client: ClusterClient) -> str:
     name = random_topic("wl")
-    cluster.create_topic(name, {0: [0, 1, 2]}, min_insync_replicas=2)
+    client.create_topic(name, {0: [0, 1, 2]}, min_insync_replicas=2)
     return name
 
 
@@ -56,8 +58,8 @@ def _assert_drain_reads_every_ack(cluster: KafkaCluster, topic: str, history: Hi
     assert len(consumed) == len(result.records) and all(e["reader"] == "drain" for e in consumed)
 
 
-def test_steady_rate_and_drain(cluster: KafkaCluster, tmp_path: Path) -> None:
-    topic = _topic(cluster)
+def test_steady_rate_and_drain(cluster: KafkaCluster, client: ClusterClient, tmp_path: Path) -> None:
+    topic = _topic(client)
     history = History.create(tmp_path, scenario="workload-rate", backend="kafka", topic=topic)
     rate, window = 200.0, 5.0
     producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=rate, acks="all").start()
@@ -80,32 +82,32 @@ def test_steady_rate_and_drain(cluster: KafkaCluster, tmp_path: Path) -> None:
     _assert_drain_reads_every_ack(cluster, topic, history)
 
 
-def test_below_min_isr_fails_definitely_then_recovers(cluster: KafkaCluster, tmp_path: Path) -> None:
-    topic = _topic(cluster)
-    leader = cluster.describe_partition(topic).leader
+def test_below_min_isr_fails_definitely_then_recovers(cluster: KafkaCluster, client: ClusterClient, faults: Faults,
+                                                      tmp_path: Path) -> None:
+    topic = _topic(client)
+    leader = client.describe_partition(topic).leader
     assert leader is not None
     followers = [b for b in (0, 1, 2) if b != leader]
     history = History.create(tmp_path, scenario="workload-min-isr", backend="kafka", topic=topic)
     producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=50, acks="all").start()
     try:
-        cluster.await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
+        await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
         for b in followers:
             history.record("fault", action="isolate", args={"broker": b})
-            cluster.isolate(b)
+            faults.network.isolate(b)
         # The producer's own traffic lets the leader see its followers fall behind.
-        cluster.await_partition(topic, lambda p: p.isr == (leader,), timeout_s=30, via=leader)
+        client.await_partition(topic, lambda p: p.isr == (leader,), timeout_s=30, via=leader)
         history.record("observe", leader=leader, isr=[leader])
         mark = len(history.events)
-        cluster.await_value(producer.stats, lambda s: s.failed["NOT_ENOUGH_REPLICAS"] >= 20, timeout_s=20,
-                            what="NOT_ENOUGH_REPLICAS")
+        await_value(producer.stats, lambda s: s.failed["NOT_ENOUGH_REPLICAS"] >= 20, timeout_s=20,
+                    what="NOT_ENOUGH_REPLICAS")
         below = [e for e in history.events[mark:] if e["type"] == "produce" and e["op"] != "invoke"]
         history.record("fault", action="heal", args={})
-        cluster.heal_all()
-        cluster.await_partition(topic, lambda p: set(p.isr) == {0, 1, 2}, timeout_s=45, via=leader)
+        faults.network.heal_all()
+        client.await_partition(topic, lambda p: set(p.isr) == {0, 1, 2}, timeout_s=45, via=leader)
         mark = len(history.events)
-        cluster.await_value(lambda: sum(e["type"] == "produce" and e["op"] == "ok"
-                                        for e in history.events[mark:]),
-                            lambda n: n >= 20, timeout_s=20, what="acks after heal")
+        await_value(lambda: sum(e["type"] == "produce" and e["op"] == "ok" for e in history.events[mark:]),
+                    lambda n: n >= 20, timeout_s=20, what="acks after heal")
     finally:
         stats = producer.stop(15)
     history.close("passed")
@@ -118,20 +120,21 @@ def test_below_min_isr_fails_definitely_then_recovers(cluster: KafkaCluster, tmp
     _assert_drain_reads_every_ack(cluster, topic, history)
 
 
-def test_leader_crash_moves_to_new_leader(cluster: KafkaCluster, tmp_path: Path) -> None:
-    topic = _topic(cluster)
-    leader = cluster.describe_partition(topic).leader
+def test_leader_crash_moves_to_new_leader(cluster: KafkaCluster, client: ClusterClient, faults: Faults,
+                                          tmp_path: Path) -> None:
+    topic = _topic(client)
+    leader = client.describe_partition(topic).leader
     assert leader is not None
     history = History.create(tmp_path, scenario="workload-crash", backend="kafka", topic=topic)
     producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=50, acks="all").start()
     try:
-        cluster.await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
+        await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
         history.record("fault", action="crash", args={"broker": leader})
-        cluster.crash(leader)
-        new = cluster.await_partition(topic, lambda p: p.leader not in (None, leader), timeout_s=30).leader
+        faults.process.crash(leader)
+        new = client.await_partition(topic, lambda p: p.leader not in (None, leader), timeout_s=30).leader
         mark = len(history.events)
-        cluster.await_value(lambda: sum(e["type"] == "produce" and e["op"] == "ok" for e in history.events[mark:]),
-                            lambda n: n >= 20, timeout_s=20, what=f"acks from new leader {new}")
+        await_value(lambda: sum(e["type"] == "produce" and e["op"] == "ok" for e in history.events[mark:]),
+                    lambda n: n >= 20, timeout_s=20, what=f"acks from new leader {new}")
     finally:
         stats = producer.stop(15)
     history.close("passed")
@@ -142,12 +145,13 @@ def test_leader_crash_moves_to_new_leader(cluster: KafkaCluster, tmp_path: Path)
 
 
 @pytest.mark.parametrize(("acks", "idempotence"), [("all", True), ("1", False), ("0", False)])
-def test_acks_and_idempotence(cluster: KafkaCluster, tmp_path: Path, acks: str, idempotence: bool) -> None:
-    topic = _topic(cluster)
+def test_acks_and_idempotence(cluster: KafkaCluster, client: ClusterClient, tmp_path: Path, acks: str,
+                              idempotence: bool) -> None:
+    topic = _topic(client)
     history = History.create(tmp_path, scenario="workload-acks", backend="kafka", topic=topic)
     with BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=100, acks=acks,  # type: ignore[arg-type]
                             idempotence=idempotence) as producer:
-        cluster.await_value(producer.stats, lambda s: s.acked >= 50, timeout_s=15, what="acks")
+        await_value(producer.stats, lambda s: s.acked >= 50, timeout_s=15, what="acks")
     stats = producer.stats()
     assert stats.sent == stats.acked and stats.in_flight == 0
     oks = [e for e in _produces(history) if e["op"] == "ok"]
@@ -157,25 +161,26 @@ def test_acks_and_idempotence(cluster: KafkaCluster, tmp_path: Path, acks: str, 
     if acks == "0":
         # "ok" means only "written to the socket": the drain has no acked offset to aim for, so let the
         # broker append the last of them first (this is why a scenario's drain follows a settle).
-        cluster.await_value(lambda: cluster.offsets(topic).hwm, lambda h: h is not None and h >= stats.sent,
-                            timeout_s=10, what="hwm")
+        await_value(lambda: client.offsets(topic).hwm, lambda h: h is not None and h >= stats.sent,
+                    timeout_s=10, what="hwm")
     result = drain(cluster.bootstrap_servers, topic, history, timeout_s=30)
     assert result.reached
     assert {e["value"] for e in oks} <= set(result.values)  # healthy cluster: even acks=0 lands
 
 
-def test_stop_marks_outstanding_sends_indeterminate(cluster: KafkaCluster, tmp_path: Path) -> None:
-    topic = _topic(cluster)
-    leader = cluster.describe_partition(topic).leader
+def test_stop_marks_outstanding_sends_indeterminate(cluster: KafkaCluster, client: ClusterClient, faults: Faults,
+                                                    tmp_path: Path) -> None:
+    topic = _topic(client)
+    leader = client.describe_partition(topic).leader
     history = History.create(tmp_path, scenario="workload-stop", backend="kafka", topic=topic)
     producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=100, acks="all").start()
     try:
-        cluster.await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
+        await_value(producer.stats, lambda s: s.acked >= 20, timeout_s=15, what="acks")
         for b in (0, 1, 2):
             if b != leader:
-                cluster.isolate(b)
+                faults.network.isolate(b)
         # acks=all sends now wait for followers that are gone, until the ISR shrinks (~3 s).
-        cluster.await_value(producer.stats, lambda s: s.in_flight >= 20, timeout_s=10, what="in flight")
+        await_value(producer.stats, lambda s: s.in_flight >= 20, timeout_s=10, what="in flight")
     finally:
         stats = producer.stop(0.5)
     history.close("passed")
@@ -186,11 +191,11 @@ def test_stop_marks_outstanding_sends_indeterminate(cluster: KafkaCluster, tmp_p
     _assert_one_completion_each(history)
 
 
-def test_drain_stops_at_the_hwm_when_the_target_is_out_of_reach(cluster: KafkaCluster) -> None:
+def test_drain_stops_at_the_hwm_when_the_target_is_out_of_reach(cluster: KafkaCluster, client: ClusterClient) -> None:
     # An acknowledged offset above the log (an acks=1 record later truncated, or a lost one):
     # the drain reads what is there and stops once the HWM stays put, not at its timeout.
-    topic = _topic(cluster)
-    cluster.produce(topic, [b"a", b"b", b"c"])
+    topic = _topic(client)
+    client.produce(topic, [b"a", b"b", b"c"])
     result = drain(cluster.bootstrap_servers, topic, None, min_offset=1000, timeout_s=120, skip=None)
     assert [r.value for r in result.records] == ["a", "b", "c"]
     assert not result.reached and result.stop == "stalled" and result.hwm == 3

@@ -1,4 +1,4 @@
-"""Benchmark of the SUT: ``python -m pytest_elr.sut.bench [--kafka-version V] [--rounds N]``.
+"""Benchmark of the real cluster and its faults: ``elr bench cluster [--kafka-version V] [--rounds N]``.
 
 Prints:
 
@@ -24,9 +24,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pytest_elr.faults.network import NetworkFaults
 from pytest_elr.sut import admin, images, resources
+from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.cluster import KafkaCluster
 from pytest_elr.sut.config import CLIENT_PORT
+from pytest_elr.sut.polling import await_value, poll
 
 PROBE = r"""
 import socket, struct, sys, time
@@ -105,14 +108,11 @@ def plain_node_seconds(image: str) -> float:
         c.exec_run(["bash", "-c", f"printf '%s' '{conf}' > /etc/kafka/server.properties"])
         c.exec_run(["/opt/elr/bin/kafka-ctl", "format", "plain-bench-cluster-id0", "1"])
         c.exec_run(["/opt/elr/bin/kafka-ctl", "start"])
-        while time.monotonic() - t0 < 120:
-            try:
-                if admin.describe_cluster("127.0.0.1", port, 1.0):
-                    return time.monotonic() - t0
-            except Exception:
-                time.sleep(0.2)
-        raise TimeoutError("plain node not ready in 120 s:\n" + c.exec_run(
-            ["/opt/elr/bin/kafka-ctl", "logs", "30"]).output.decode())
+        poll(lambda: admin.describe_cluster("127.0.0.1", port, 1.0), until=bool,
+             timeout_s=120 - (time.monotonic() - t0), interval_s=0.2,
+             timed_out=lambda _: TimeoutError("plain node not ready in 120 s:\n" + c.exec_run(
+                 ["/opt/elr/bin/kafka-ctl", "logs", "30"]).output.decode()))
+        return time.monotonic() - t0
     finally:
         resources.remove_cluster(cid, client)
 
@@ -121,7 +121,7 @@ def _median_ms(xs: list[float]) -> str:
     return f"median {statistics.median(xs) * 1000:.1f} ms, max {max(xs) * 1000:.1f} ms"
 
 
-def probe_cut(cluster: KafkaCluster, src: int, dst: int) -> tuple[float, float]:
+def probe_cut(cluster: KafkaCluster, network: NetworkFaults, src: int, dst: int) -> tuple[float, float]:
     """(REST call seconds, seconds from call start to the probe's last answer)."""
     spec = cluster.topology.node(dst)
     node = cluster.node(src)
@@ -132,9 +132,9 @@ def probe_cut(cluster: KafkaCluster, src: int, dst: int) -> tuple[float, float]:
     assert first.startswith("start"), first
     time.sleep(0.3)  # let the probe run
     t_call = time.time()
-    took = cluster.cut(src, dst)
+    took = network.cut(src, dst)
     out = b"".join(stream).decode()
-    cluster.heal(src, dst)
+    network.heal(src, dst)
     last = float(out.split("last", 1)[1].split()[0])
     return took, last - t_call
 
@@ -146,21 +146,21 @@ def _timeit(fn: Callable[[], object]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_elr.sut.bench")
+    ap = argparse.ArgumentParser(prog="elr bench cluster")
     ap.add_argument("--kafka-version", default=images.DEFAULT_KAFKA_VERSION)
     ap.add_argument("--rounds", type=int, default=10)
     a = ap.parse_args(argv)
     print(f"pytest-elr SUT benchmark, Kafka {a.kafka_version}")
 
     cluster = KafkaCluster(brokers=[0, 1, 2], controllers=1, kafka_version=a.kafka_version)
-    image = cluster.resolve_image()
+    image = images.resolve_image(a.kafka_version)
     plain = plain_node_seconds(image)
     print(f"plain single Kafka node (combined mode) ready: {plain:.1f} s")
 
     t0 = time.monotonic()
     with cluster:
-        topic_s = _timeit(lambda: cluster.create_topic("bench", {0: [0, 1, 2]},
-                                                       min_insync_replicas=2))
+        client, network = ClusterClient(cluster), NetworkFaults(cluster)
+        topic_s = _timeit(lambda: client.create_topic("bench", {0: [0, 1, 2]}, min_insync_replicas=2))
         total = time.monotonic() - t0
         phases = ", ".join(f"{k} {v:.1f}" for k, v in cluster.timings.items())
         print(f"cluster 3 brokers + 1 controller + topic ready: {total:.1f} s "
@@ -171,35 +171,35 @@ def main(argv: list[str] | None = None) -> int:
         with sampler:
             calls, effects = [], []
             for _ in range(a.rounds):
-                took, effect = probe_cut(cluster, 2, 0)
+                took, effect = probe_cut(cluster, network, 2, 0)
                 calls.append(took)
                 effects.append(effect)
             print(f"cut(2, 0) REST call: {_median_ms(calls)}")
             print(f"cut(2, 0) call start -> probe's last answer: {_median_ms(effects)}")
 
-            cluster.cut_both(2, 0)
-            isr_s = _timeit(lambda: cluster.await_partition(
+            network.cut_both(2, 0)
+            isr_s = _timeit(lambda: client.await_partition(
                 "bench", lambda p: p.isr == (0, 1), traffic=True))
-            cluster.heal_all()
-            cluster.await_partition("bench", lambda p: p.isr == (0, 1, 2), traffic=True)
-            fence_s = _timeit(lambda: (cluster.cut(1, "controller"), cluster.await_value(
-                cluster.fenced_brokers, lambda f: f == {1}, interval_s=0.05)))
-            unfence_s = _timeit(lambda: (cluster.heal_all(), cluster.await_value(
-                cluster.fenced_brokers, lambda f: not f, interval_s=0.05)))
+            network.heal_all()
+            client.await_partition("bench", lambda p: p.isr == (0, 1, 2), traffic=True)
+            fence_s = _timeit(lambda: (network.cut(1, "controller"), await_value(
+                client.fenced_brokers, lambda f: f == {1}, interval_s=0.05)))
+            unfence_s = _timeit(lambda: (network.heal_all(), await_value(
+                client.fenced_brokers, lambda f: not f, interval_s=0.05)))
             print(f"cut_both(2, 0) -> ISR without 2: {isr_s:.1f} s "
                   "(replica.lag.time.max.ms=3000)")
             print(f"cut(1, controller) -> 1 fenced: {fence_s:.1f} s "
                   f"(broker.session.timeout.ms=3000); heal -> unfenced: {unfence_s:.1f} s")
 
-            py = [_timeit(lambda: cluster.describe_partition("bench")) for _ in range(20)]
-            cli = [_timeit(lambda: cluster.describe_partition_cli("bench")) for _ in range(2)]
+            py = [_timeit(lambda: client.describe_partition("bench")) for _ in range(20)]
+            cli = [_timeit(lambda: client.describe_partition_cli("bench")) for _ in range(2)]
             print(f"describe partition: Python DescribeTopicPartitions {_median_ms(py)}; "
                   f"TopicCommand in a container {_median_ms(cli)}")
             # Some traffic so the memory figures include replication.
             for i in range(50):
-                cluster.produce("bench", [b"x" * 1000] * 100)
+                client.produce("bench", [b"x" * 1000] * 100)
                 if i % 10 == 0:
-                    cluster.offsets("bench")
+                    client.offsets("bench")
         mib = 1024 * 1024
         per = ", ".join(f"{k} {v / mib:.0f}" for k, v in sampler.peak.items())
         print(f"peak memory (MiB, without page cache): {per}; "

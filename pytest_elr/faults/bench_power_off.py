@@ -1,4 +1,4 @@
-"""Kafka on the FUSE layer vs a plain directory: ``python -m pytest_elr.sut.bench_lazyfs``.
+"""Kafka on the FUSE layer vs a plain directory, and a power off: ``elr bench power-off``.
 
 Options: ``[--kafka-version V] [--records 50000] [--record-size 1024] [--rounds 3]``.
 
@@ -22,7 +22,9 @@ import re
 import statistics
 import time
 
+from pytest_elr.faults.process import ProcessFaults
 from pytest_elr.sut import images
+from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.cluster import KafkaCluster
 from pytest_elr.sut.node import KafkaNode
 
@@ -53,7 +55,7 @@ def layer_rss_mib(node: KafkaNode) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_elr.sut.bench_lazyfs")
+    ap = argparse.ArgumentParser(prog="elr bench power-off")
     ap.add_argument("--kafka-version", default=images.DEFAULT_KAFKA_VERSION)
     ap.add_argument("--records", type=int, default=50_000)
     ap.add_argument("--record-size", type=int, default=1024)
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                          extra_config={"log.segment.bytes": str(1 << 20)})  # same segments
     with layered, plain:
         for c in (layered, plain):
-            c.create_topic(TOPIC, {0: [0]}, min_insync_replicas=1)
+            ClusterClient(c).create_topic(TOPIC, {0: [0]}, min_insync_replicas=1)
         results: dict[str, list[tuple[float, float]]] = {"plain": [], "lazyfs": []}
         for r in range(a.rounds):
             for name, c in (("plain", plain), ("lazyfs", layered)):
@@ -85,12 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         node = layered.node(0)
         print(f"layer RSS after {a.rounds * a.records} records: {layer_rss_mib(node):.0f} MiB; "
               f"unsynced now: {layered.unsynced_bytes(0) / 2**20:.2f} MiB")
-        rec = layered.power_off(0, topics=[TOPIC])
+        power = ProcessFaults(layered)
+        rec = power.power_off(0, topics=[TOPIC])
         t0 = time.monotonic()
         node.ctl("fs-umount")
         node.ctl("fs-mount")
         remount = time.monotonic() - t0
-        rec = layered.power_on(0) or rec
+        rec = power.power_on(0) or rec
         print(f"power_off (SIGKILL + drop {rec.dropped_bytes / 2**20:.2f} MiB): {rec.seconds:.2f} s; "
               f"layer remount: {remount:.2f} s; broker restart until it answers its LEO: "
               f"{rec.restart_seconds or float('nan'):.1f} s")

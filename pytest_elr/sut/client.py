@@ -1,0 +1,188 @@
+"""``ClusterClient``: a running :class:`KafkaCluster` over Kafka's protocol -- topics, produce, and
+what its metadata says.
+
+Observations are read from the cluster (DescribeTopicPartitions, DescribeCluster, ListOffsets on
+the client listeners), never inferred. Metadata is asked of a broker whose metadata is fresh
+first: one the faults stopped or cut from the controller (``KafkaCluster.metadata_lag``) answers
+from a stale cache, so it is asked last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from pytest_elr.sut import admin, produce
+from pytest_elr.sut.admin import PartitionState
+from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError
+from pytest_elr.sut.polling import await_value, poll
+
+if TYPE_CHECKING:
+    from pytest_elr.sut.cluster import KafkaCluster
+
+T = TypeVar("T")
+HOST = "127.0.0.1"  # every client listener is published on loopback
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """HWM as the leader reports it; each replica's own log end offset (None: no answer)."""
+
+    leader: int | None
+    hwm: int | None
+    leo: dict[int, int | None]
+
+
+def random_topic(prefix: str = "t") -> str:
+    return f"{prefix}-{secrets.token_hex(3)}"
+
+
+class ClusterClient:
+    """Admin requests, produce and observation against one cluster's brokers (no state of its own)."""
+
+    def __init__(self, cluster: KafkaCluster) -> None:
+        self.cluster = cluster
+
+    # ------------------------------------------------------------ whom to ask
+
+    def observers(self) -> list[int]:
+        """Every broker, those whose metadata is fresh first."""
+        lagging = self.cluster.lagging_brokers()
+        ids = self.cluster.broker_ids
+        return [b for b in ids if b not in lagging] + [b for b in ids if b in lagging]
+
+    def _ask(self, fn: Callable[[int], T], via: int | None = None) -> T:
+        errors: list[str] = []
+        for b in [via] if via is not None else self.observers():
+            try:
+                return fn(self.cluster.client_port(b))
+            except KafkaProtocolError as e:
+                if e.error_code is not None:  # the broker answered: a real error
+                    raise
+                errors.append(f"broker {b}: {e}")
+        raise KafkaProtocolError("no broker answered: " + "; ".join(errors))
+
+    # ------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, assignment: Mapping[int, Sequence[int]],
+                     min_insync_replicas: int | None = None,
+                     configs: Mapping[str, str] | None = None, wait: bool = True) -> None:
+        """Create a topic with an explicit assignment ``{partition: [replica ids]}``.
+
+        The first replica of each partition is its preferred (initial) leader.
+        """
+        cfg = dict(configs or {})
+        if min_insync_replicas is not None:
+            cfg["min.insync.replicas"] = str(min_insync_replicas)
+        self._ask(lambda port: admin.create_topic(HOST, port, name, assignment, cfg))
+        if wait:
+            def ready(p: PartitionState) -> bool:
+                return p.leader is not None and set(p.isr) == set(p.replicas)
+            for part in assignment:
+                self.await_partition(name, ready, partition=part, timeout_s=30)
+
+    def set_min_insync_replicas(self, topic: str, value: int | None) -> None:
+        self._ask(lambda port: admin.alter_topic_config(
+            HOST, port, topic, {"min.insync.replicas": None if value is None else str(value)}))
+
+    def produce(self, topic: str, values: Sequence[bytes], partition: int = 0,
+                acks: int = -1, timeout_ms: int = 10000) -> int:
+        """Append records via the partition's current leader; returns the base offset."""
+        leader = self.describe_partition(topic, partition).leader
+        if leader is None:
+            raise KafkaProtocolError(f"{topic}-{partition} has no leader", 5)
+        return produce.produce(HOST, self.cluster.client_port(leader), topic, partition,
+                               values, acks, timeout_ms)
+
+    # ------------------------------------------------------------ observation
+
+    def partitions(self, topic: str, via: int | None = None) -> list[PartitionState]:
+        """Every partition of ``topic`` as the cluster's metadata says."""
+        return self._ask(lambda port: admin.describe_topic_partitions(HOST, port, topic, 3.0), via)
+
+    def describe_partition(self, topic: str, partition: int = 0,
+                           via: int | None = None) -> PartitionState:
+        """Leader, epoch, ISR, ELR, LastKnownELR as the cluster's metadata says."""
+        for p in self.partitions(topic, via):
+            if p.partition == partition:
+                return p
+        raise KafkaProtocolError(f"{topic} has no partition {partition}")
+
+    def describe_partition_cli(self, topic: str, via: int | None = None) -> str:
+        """The same via Kafka's own TopicCommand in a broker container (slow; cross-check)."""
+        b = via if via is not None else self.observers()[0]
+        spec = self.cluster.topology.node(b)
+        return self.cluster.node(b).exec(
+            "java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", "/opt/kafka/libs/*",
+            "-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties",
+            "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
+            f"{spec.name}:{spec.peer_port}", "--describe", "--topic", topic)[1]
+
+    def brokers(self, via: int | None = None) -> list[admin.BrokerInfo]:
+        return self._ask(lambda port: admin.describe_cluster(HOST, port, 3.0), via)
+
+    def fenced_brokers(self, via: int | None = None) -> set[int]:
+        """Registered brokers that the controller has fenced (DescribeCluster v2)."""
+        return {b.broker_id for b in self.brokers(via) if b.fenced}
+
+    def local_leo(self, node: int, tp: tuple[str, int]) -> int | None:
+        """``node``'s own log end offset of partition ``tp`` (None: no answer)."""
+        try:
+            return admin.list_offset(HOST, self.cluster.client_port(node), tp[0], tp[1],
+                                     admin.DEBUGGING_REPLICA_ID, timeout_s=2.0)
+        except KafkaProtocolError:
+            return None
+
+    def offsets(self, topic: str, partition: int = 0, via: int | None = None) -> PartitionOffsets:
+        state = self.describe_partition(topic, partition, via)
+        leo = {r: self.local_leo(r, (topic, partition)) for r in state.replicas}
+        hwm = None
+        if state.leader is not None:
+            with contextlib.suppress(KafkaProtocolError):
+                hwm = admin.list_offset(HOST, self.cluster.client_port(state.leader), topic,
+                                        partition, admin.CONSUMER_REPLICA_ID, timeout_s=2.0)
+        return PartitionOffsets(state.leader, hwm, leo)
+
+    # ------------------------------------------------------------ waiting
+
+    def await_partition(self, topic: str, predicate: Callable[[PartitionState], bool],
+                        partition: int = 0, timeout_s: float = 30.0, interval_s: float = 0.2,
+                        via: int | None = None, traffic: bool = False) -> PartitionState:
+        """Poll until ``predicate(state)``; on timeout raise with the last state seen.
+
+        ``traffic``: append one record (acks=1) per poll. Kafka drops a follower
+        from the ISR only when it is *behind* the leader's log end for
+        ``replica.lag.time.max.ms``; on an idle partition a follower that
+        stopped fetching still counts as caught up, and the ISR never shrinks.
+        """
+        def read() -> PartitionState:
+            if traffic:
+                with contextlib.suppress(KafkaProtocolError):
+                    self.produce(topic, [b"tick"], partition, acks=1, timeout_ms=2000)
+            return self.describe_partition(topic, partition, via)
+
+        return await_value(read, predicate, timeout_s, interval_s, f"{topic}-{partition}")
+
+    def wait_serving(self, node: int, timeout_s: float = 60.0) -> float:
+        """Wait until a (re)started broker answers clients; returns the seconds waited.
+
+        A KRaft broker opens its listeners to requests only once it has registered and the
+        controller has unfenced it, so an answer means the new incarnation is registered: its
+        old session, which a killed JVM leaves behind for up to the session timeout, is gone.
+        """
+        t0 = time.monotonic()
+        broker = self.cluster.node(node)
+
+        def answer() -> None:
+            if broker.state() == "stopped":
+                raise ClusterStartError(f"broker {node}'s JVM exited while starting",
+                                        {broker.name: broker.logs()})
+            admin.describe_cluster(HOST, self.cluster.client_port(node), 2.0)
+
+        poll(answer, timeout_s=timeout_s, interval_s=0.1, timed_out=lambda last: ClusterStartError(
+            f"broker {node} did not serve within {timeout_s:.0f}s (last: {last})", {broker.name: broker.logs()}))
+        return time.monotonic() - t0
