@@ -4,9 +4,7 @@ and the verdict table at the end of the run."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,8 +32,6 @@ HISTORY_DIR = pytest.StashKey[Path]()
 SESSIONS = pytest.StashKey[dict[str, Session | None]]()
 #: the key under which an xdist worker sends its runs to the controller
 WORKER_RESULTS = "pytest_elr_results"
-#: the SIGTERM handler in force before the first ELR run (restored when the session ends)
-SIGTERM_BEFORE = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,35 +78,6 @@ def _unwritable_dir(path: Path) -> str | None:
     if not os.access(path, os.W_OK | os.X_OK):
         return "is not writable"
     return None
-
-
-def _stop_on_sigterm(config: pytest.Config) -> None:
-    """From the first ELR run until the session's clusters are closed, SIGTERM (a CI job's
-    timeout, `kill`) ends the session as Ctrl-C does; the previous handler comes back at the end.
-
-    pytest reports any other exception raised in a test, SystemExit included, as that test's
-    failure and goes on with the next one, starting clusters while it is being stopped.
-    KeyboardInterrupt stops the session and unwinds fixtures; clusters close at the end. A session
-    that runs no ELR test keeps its own handling untouched.
-    """
-    if SIGTERM_BEFORE in config.stash or threading.current_thread() is not threading.main_thread():
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        return  # someone else decided (e.g. an xdist worker's own handling)
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    config.stash[SIGTERM_BEFORE] = previous
-    signal.signal(signal.SIGTERM, stop)
-
-
-def _restore_sigterm(config: pytest.Config) -> None:
-    previous = config.stash.get(SIGTERM_BEFORE, None)
-    if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous)
-        del config.stash[SIGTERM_BEFORE]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -249,7 +216,6 @@ def _backend_class(config: pytest.Config) -> type[Backend]:
 def _new_backend(config: pytest.Config) -> Backend:
     """A backend for one run, sharing the session's state (the kafka backend's cluster pool)."""
     cls = _backend_class(config)
-    _stop_on_sigterm(config)
     sessions = config.stash.setdefault(SESSIONS, {})
     if cls.name not in sessions:
         sessions[cls.name] = cls.new_session()
@@ -324,7 +290,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if shared is not None:
             shared.close()  # pooled real clusters live until the session ends
     session.config.stash[SESSIONS] = {}
-    _restore_sigterm(session.config)
     spark = sys.modules.get("pytest_elr.analysis.session")
     if spark is not None:
         spark.stop_spark()

@@ -154,7 +154,9 @@ def count_resources(session_label: str) -> int:
 
 _live: dict[int, Callable[[], None]] = {}
 _lock = threading.Lock()
-_installed = False
+_atexit_installed = False
+#: the SIGTERM handler before ours, while containers of ours live (None: ours is not installed)
+_previous_sigterm: Any = None
 
 
 def _close_all() -> None:
@@ -167,24 +169,32 @@ def _close_all() -> None:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    # Raise in the main thread so `finally` blocks and fixtures unwind, then
-    # atexit closes whatever is still open.
-    raise SystemExit(128 + signum)
+    # SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: KeyboardInterrupt unwinds
+    # `finally` blocks and fixtures, and pytest stops the session instead of counting one failed
+    # test and starting the next cluster. atexit closes whatever is still open.
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def register(key: int, close: Callable[[], None]) -> None:
-    """Close ``close`` at interpreter exit unless unregistered first."""
-    global _installed
+    """Close ``close`` at interpreter exit unless unregistered first. While anything registered
+    lives, SIGTERM interrupts the main thread like Ctrl-C; the handler before comes back after."""
+    global _atexit_installed, _previous_sigterm
     with _lock:
         _live[key] = close
-        if not _installed:
+        if not _atexit_installed:
             atexit.register(_close_all)
-            if (threading.current_thread() is threading.main_thread()
-                    and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)):
-                signal.signal(signal.SIGTERM, _on_sigterm)
-            _installed = True
+            _atexit_installed = True
+        if (_previous_sigterm is None and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)):
+            _previous_sigterm = signal.getsignal(signal.SIGTERM) or signal.SIG_DFL
+            signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def unregister(key: int) -> None:
+    global _previous_sigterm
     with _lock:
         _live.pop(key, None)
+        if (not _live and _previous_sigterm is not None
+                and threading.current_thread() is threading.main_thread()):
+            signal.signal(signal.SIGTERM, _previous_sigterm)
+            _previous_sigterm = None

@@ -235,3 +235,33 @@ def test_stopped_nodes_are_left_in_the_cluster_as_lagging_metadata(monkeypatch: 
     process.start(0)
     process.resume(2)
     assert c.lagging_brokers() == set()
+
+
+def test_sigterm_interrupts_only_while_resources_live() -> None:
+    """SIGTERM becomes Ctrl-C (the session stops and unwinds) from the first live cluster to the
+    last one closed; the handler before comes back afterwards. In a fresh interpreter, so clusters
+    of this session cannot interfere."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import signal
+        from pytest_elr.sut import resources
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        resources.register(1, lambda: None)
+        resources.register(2, lambda: None)
+        handler = signal.getsignal(signal.SIGTERM)
+        try:
+            handler(signal.SIGTERM, None)
+            raise SystemExit("no interrupt")
+        except KeyboardInterrupt:
+            pass
+        resources.unregister(1)
+        assert signal.getsignal(signal.SIGTERM) is handler  # one still lives
+        resources.unregister(2)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stdout + out.stderr
