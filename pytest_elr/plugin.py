@@ -164,6 +164,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     error = call.excinfo.value if call.excinfo is not None else None
     if isinstance(error, (ScenarioError, ScenarioFailure)) and not isinstance(item, ScenarioItem):
         report.longrepr = str(error)
+    elif isinstance(error, BackendError):  # infrastructure: what failed and how to fix it, no traceback
+        report.longrepr = f"{item.nodeid}: the {setting(item.config, 'backend')} backend could not run: {error}"
     return report
 
 

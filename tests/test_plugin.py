@@ -226,3 +226,17 @@ def test_xdist_one_table_and_one_complete_report(pytester: pytest.Pytester) -> N
     page = report.read_text()
     for scenario in ("kip966-last-replica-standing", "design-5.2.2-clean-elr-recovery"):
         assert page.count(scenario) >= 3, scenario  # one run per profile
+
+
+def test_infrastructure_that_cannot_start_is_an_error_not_a_failure(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Docker engine: the scenario errors in its setup (JUnit <error>), unlike lost data."""
+    shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{pytester.path}/no-engine.sock")
+    result = pytester.runpytest_subprocess("--elr-backend=kafka", "--elr-checker=inline", "--elr-profile=kafka",
+                                           "--junitxml=out.xml", "-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    case = ET.parse(pytester.path / "out.xml").getroot().find("testsuite/testcase")
+    assert case is not None and case.find("error") is not None and case.find("failure") is None
+    result.stdout.fnmatch_lines(["*the kafka backend could not run: no Docker engine answers*"])
+    assert "Traceback" not in result.stdout.str() and "raise BackendError" not in result.stdout.str()

@@ -90,8 +90,10 @@ class KafkaNode:
             # IP in /etc/hosts, which would bypass the local proxy.
             hostname=f"node-{spec.name}",
             extra_hosts=topology.extra_hosts(),
-            **({"devices": ["/dev/fuse:/dev/fuse:rwm"], "cap_add": ["SYS_ADMIN"]}
-               if lazyfs else {}),
+            # FUSE inside the node: the device and SYS_ADMIN (not --privileged); Docker's default
+            # AppArmor profile (Ubuntu hosts) denies mount, so the node runs unconfined by it.
+            **({"devices": ["/dev/fuse:/dev/fuse:rwm"], "cap_add": ["SYS_ADMIN"],
+                "security_opt": ["apparmor=unconfined"]} if lazyfs else {}),
         )
         # Publish on loopback only, random host port (so no clashes between
         # clusters). testcontainers' API takes only int ports, hence the tuple.
