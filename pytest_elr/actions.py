@@ -123,6 +123,11 @@ def action_from_event(event: Mapping[str, Any]) -> Action | None:
         return None
 
 
+def action_forms() -> tuple[str, ...]:
+    """The YAML keys of every action defined so far, in the order they were defined."""
+    return tuple(FORMS)
+
+
 def unhandled(handled: Iterable[type]) -> list[str]:
     """Kinds of action that no class in ``handled`` (a dispatch table's keys) covers."""
     have = set(handled)
@@ -455,11 +460,9 @@ class Wait(Action):
         return [{"wait": f"{self.seconds}s"}]
 
 
-#: YAML keys of every action, in the order the language documents them
-ACTION_FORMS: tuple[str, ...] = tuple(FORMS)
-
 __all__ = [
-    "ACTIONS", "ACTION_FORMS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal",
+    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal",
     "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume", "SetMinIsr",
-    "Shutdown", "Slow", "Wait", "action_from_event", "unhandled",
+    "Shutdown", "Slow", "Wait", "action_forms", "action_from_event", "unhandled",
 ]
+

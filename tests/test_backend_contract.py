@@ -29,3 +29,28 @@ def test_an_action_no_backend_handles_is_noticed() -> None:
             assert unhandled(load_backend(name).handled_actions()) == ["unheard_of"]
     finally:
         del ACTIONS["unheard_of"], FORMS["unheard_of"]
+
+
+def test_an_action_defined_anywhere_is_a_key_of_the_language() -> None:
+    """The loader reads the registry when it reads a file: an action class defined after import
+    (by a plugin, or a test) is a YAML key at once (a snapshot taken at import once missed it)."""
+    import yaml
+
+    from pytest_elr.core.reader import Reader
+    from pytest_elr.scenario.loader import parse_scenario
+
+    @dataclass(frozen=True)
+    class Note(Action):
+        text: str
+        kind: ClassVar[str] = "note_to_self"
+
+        @classmethod
+        def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+            return [cls(text=r.name(arg, what))]
+
+    try:
+        scenario = parse_scenario("cluster: {brokers: 1}\ntopic: {replicas: [0], min_insync_replicas: 1}\n"
+                                  "steps: [{at: T0, do: [{note_to_self: hello}]}]\n")
+        assert scenario.steps[0].actions == (Note(text="hello"),)
+    finally:
+        del ACTIONS["note_to_self"], FORMS["note_to_self"]

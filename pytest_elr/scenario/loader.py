@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from pytest_elr.actions import ACKS, ACTION_FORMS, FORMS, Action, Lifecycle
+from pytest_elr.actions import ACKS, FORMS, Action, Lifecycle, action_forms
 from pytest_elr.backends import available_backends
 from pytest_elr.core import limits as L
 from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, PRODUCE_ERRORS, ScenarioError
@@ -332,10 +332,10 @@ class _Builder:
         r = self.r
         what = f"step {label}: action"
         if isinstance(node, yaml.ScalarNode):
-            names = ", ".join(ACTION_FORMS)
+            names = ", ".join(action_forms())
             r.fail(node, f"{what}: expected '<action>: <arguments>', got {node.value!r}"
-                         f"{did_you_mean(str(node.value), ACTION_FORMS)}; actions are {names}")
-        doc = r.mapping(node, what, ACTION_FORMS)
+                         f"{did_you_mean(str(node.value), action_forms())}; actions are {names}")
+        doc = r.mapping(node, what, action_forms())
         if len(doc) != 1:
             r.fail(node, f"{what}: one action per list item, got {', '.join(doc)}")
         (name, arg), = doc.items()
@@ -408,6 +408,6 @@ def actions_from_python(form: str, value: Any, brokers: tuple[int, ...], where: 
     """One action call of the Python API, validated exactly as a ``- <form>: <value>`` item."""
     reader = PythonReader(where, brokers)
     if form not in FORMS:
-        reader.fail(None, f"unknown action {form!r}{did_you_mean(form, ACTION_FORMS)}; "
-                          f"actions are {', '.join(ACTION_FORMS)}")
+        reader.fail(None, f"unknown action {form!r}{did_you_mean(form, action_forms())}; "
+                          f"actions are {', '.join(action_forms())}")
     return FORMS[form].parse(form, python_node(value), reader, form)
