@@ -37,14 +37,14 @@ from pytest_elr.actions import (
     Wait,
 )
 from pytest_elr.backends.base import Backend
+from pytest_elr.checker import Verdict as RunVerdict
+from pytest_elr.checker import check_history
 from pytest_elr.core.history import History
 from pytest_elr.core.nodes import CONTROLLER, IsolationScope, Link, Node, isolation_links
 from pytest_elr.core.observation import Observation, ProduceOutcome
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.scenario.executor import Executor, StepContext
 from pytest_elr.scenario.schema import Scenario, Step, Verdict
-from pytest_elr.scenario.verdict import Verdict as RunVerdict
-from pytest_elr.scenario.verdict import check_history
 
 _counter = itertools.count()
 

@@ -27,13 +27,13 @@ from pytest_elr.actions import (
 )
 from pytest_elr.backends.base import Backend
 from pytest_elr.backends.model import ModelBackend, build_model
+from pytest_elr.checker import Checker, Verdict, inline_checker
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
-from pytest_elr.core.observation import LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, fault_bit
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.scenario.schema import Scenario, Step
-from pytest_elr.scenario.verdict import Checker, Verdict, inline_checker
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 #: how long a real cluster gets to reach the model's predicted state after each fault
@@ -69,8 +69,8 @@ class RunResult:
     duration_s: float
 
     @property
-    def fault_bit(self) -> bool:
-        return any(loss.bit for loss in self.losses)
+    def fault_bit(self) -> FaultBit:
+        return fault_bit(self.losses)
 
 
 class Executor:
@@ -147,9 +147,7 @@ class Executor:
             for loss in result:
                 ctx.losses.append(loss)
                 self.losses.append(loss)
-                self.history.record("loss_evidence", broker=loss.broker, leo_before=loss.leo_before,
-                                    leo_after=loss.leo_after, records_lost=loss.records_lost,
-                                    bytes_lost=loss.bytes_lost, after=action.kind)
+                self.history.record("loss_evidence", **loss.as_event(), after=action.kind)
 
     def _settle_like_model(self, action: Action) -> None:
         """Let a real cluster converge before the next action, as the model does after each one.
