@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_elr.actions import FORMS, Action
 from pytest_elr.backends.base import Backend
+from pytest_elr.checker import Verdict, check_history
 from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.history import History
 from pytest_elr.core.limits import MAX_STEP_TIMEOUT_S
@@ -35,7 +36,6 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.scenario.executor import Executor, StepContext
 from pytest_elr.scenario.loader import actions_from_python, expectation_from_python
 from pytest_elr.scenario.schema import LossExpectation, Scenario, Step
-from pytest_elr.scenario.verdict import check_history
 
 _counter = itertools.count()
 #: the mapping key one positional argument fills when keyword arguments are given too
@@ -112,7 +112,7 @@ class ClusterHandle:
         self._ctx = StepContext(hwm_before=self._executor.last_hwm)
         return obs
 
-    def verdict(self) -> Any:
+    def verdict(self) -> Verdict:
         """Heal everything, read the partition back, and judge the acks=all records."""
         ex = self._executor
         ex.finale()

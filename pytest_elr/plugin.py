@@ -15,6 +15,7 @@ from _pytest import junitxml  # the JUnit writer's stash key (no public accessor
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend, Session
+from pytest_elr.checker import CHECKERS
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
@@ -22,7 +23,6 @@ from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
 from pytest_elr.scenario.schema import Scenario
-from pytest_elr.scenario.verdict import CHECKERS
 from pytest_elr.settings import SETTINGS, add_options, path_setting, setting
 
 SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
@@ -292,7 +292,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if shared is not None:
             shared.close()  # pooled real clusters live until the session ends
     session.config.stash[SESSIONS] = {}
-    spark = sys.modules.get("pytest_elr.analysis.session")
+    spark = sys.modules.get("pytest_elr.checker.session")
     if spark is not None:
         spark.stop_spark()
 
@@ -320,9 +320,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for r in results:
         acked = r.verdict.acked if r.verdict else 0
         read = r.verdict.read if r.verdict else 0
-        bit = "yes" if r.fault_bit else ("-" if not r.losses else "NO")
         tr.write_line(
-            f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} {acked:>6} {read:>6}  {bit:<9} "
+            f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} {acked:>6} {read:>6}  {r.fault_bit:<9} "
             f"{_verdict_word(r):<18} {'PASS' if r.passed else 'FAIL'}"
         )
     checkers = sorted({r.verdict.checker for r in results if r.verdict})
@@ -340,4 +339,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from pytest_elr.report import build_report
 
         runs = [r.history_dir for r in results if r.history_dir]
-        tr.write_line(f"report: {build_report(runs, Path(report)).resolve()}")
+        # the verdicts this session's checker gave (a run that errored before its verdict: not judged)
+        verdicts = {r.history_dir: r.verdict for r in results if r.history_dir and r.verdict}
+        tr.write_line(f"report: {build_report(runs, Path(report), verdicts).resolve()}")

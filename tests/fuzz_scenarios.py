@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.checker import inline_checker
 from pytest_elr.core.errors import ScenarioError
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import parse_scenario
-from pytest_elr.scenario.verdict import inline_checker
 
 EXAMPLES = int(os.environ.get("ELR_FUZZ_EXAMPLES", "2000"))
 MAX_SECONDS_PER_EXAMPLE = 10.0

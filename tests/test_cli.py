@@ -10,9 +10,6 @@ import pytest
 
 from pytest_elr.cli import COMMANDS
 
-# The Spark checker moves from pytest_elr.analysis to pytest_elr.checker in another branch: these
-# two fail until that lands (strict, so the mark must go once they pass).
-AWAITING_CHECKER_RENAME = {"check", "bench checker"}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,11 +34,7 @@ def test_a_group_lists_its_commands_and_an_unknown_command_fails() -> None:
     assert unknown.returncode == 2 and "unknown command" in unknown.stderr
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(reason="pytest_elr.checker lands with the rename", strict=True))
-    if n in AWAITING_CHECKER_RENAME else n
-    for n in COMMANDS
-])
+@pytest.mark.parametrize("name", list(COMMANDS))
 def test_each_command_passes_help_through(name: str) -> None:
     done = elr(*name.split(), "--help")
     assert done.returncode == 0, done.stderr

@@ -46,15 +46,22 @@ def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester)
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
     history = pytester.path / "hist"
     # The default checker: the Spark job judges every run from its history on disk.
-    result = pytester.runpytest_subprocess("--elr-backend=model", f"--elr-history-dir={history}", "--strict-markers")
+    result = pytester.runpytest_subprocess("--elr-backend=model", f"--elr-history-dir={history}", "--strict-markers",
+                                           "--elr-report=report.html")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*pytest-elr verdicts*",
         "*kip966-last-replica-standing*kip966*no loss*PASS*",
         "*kip966-last-replica-standing*legacy*loss found*PASS*",
+        "verdicts by the spark checker",
     ])
     runs = sorted(p for p in history.iterdir())
     assert len(runs) == 3 and all((r / "events.jsonl").stat().st_size > 0 for r in runs)
+    # each run's verdict is saved beside its history, and the report shows the same: never judged again
+    assert all('"checker": "spark"' in (r / "verdict.json").read_text() for r in runs)
+    page = (pytester.path / "report.html").read_text()
+    assert page.count('<td class="checker"><span class="pill">spark</span>') == 3
+    assert '<span class="pill">inline</span>' not in page
 
 
 def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
@@ -65,6 +72,7 @@ def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*report: *report.html"])
     page = (pytester.path / "report.html").read_text()
     assert "kip966-last-replica-standing" in page and "<svg" in page
+    assert '<td class="checker"><span class="pill">inline</span>' in page
 
 
 def test_unrelated_yaml_is_not_collected(pytester: pytest.Pytester) -> None:

@@ -2,6 +2,7 @@
 
 Written as JSON Lines (schema ``pytest-elr/history/1``, see docs/history.md) when a directory
 is given, and always kept in memory so the verdict can be computed without touching disk.
+:class:`History` writes a run directory, :class:`Run` reads one back.
 """
 
 from __future__ import annotations
@@ -16,10 +17,37 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_elr.core.observation import LossEvidence
+
 SCHEMA = "pytest-elr/history/1"
-#: one run directory holds these two files (docs/history.md)
+#: a run directory holds these files (docs/history.md); the verdict only once a checker judged the run
 EVENTS_FILE = "events.jsonl"
 META_FILE = "meta.json"
+VERDICT_FILE = "verdict.json"
+
+#: every event type a history holds, and what one records (docs/history.md)
+EVENT_TYPES: dict[str, str] = {
+    "step": "a scenario step begins or ends",
+    "fault": "a fault injected (any action but produce)",
+    "observe": "the partition's state as the system reports it",
+    "loss_evidence": "what a lossy shutdown took from its victim",
+    "disagreement": "a real cluster did not reach the model's state after a fault",
+    "violation": "an invariant broken after a step",
+    "model_error": "the shadow model could not apply an action the real cluster took",
+    "backend_error": "the backend failed to close (a cluster that could not heal)",
+    "produce": "a send, and its completion",
+    "consume": "a record read",
+    "hwm_read": "a reader's view of the high watermark",
+}
+#: fields an event of a type must carry (beyond ``t`` and ``type``) to be usable
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "step": ("phase",),
+    "fault": ("action",),
+    "loss_evidence": ("broker",),
+    "produce": ("op", "id", "value"),
+    "consume": ("partition", "offset", "value", "reader"),
+    "hwm_read": ("partition", "hwm", "reader"),
+}
 
 
 @dataclass
@@ -87,6 +115,74 @@ def slug(text: object, limit: int = 60) -> str:
     """A safe file-name part: letters, digits, ``.``, ``_``, ``-`` only, never ``.`` or ``..``."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip(".-")[:limit]
     return slug or "run"
+@dataclass
+class Run:
+    """A run directory read back: its meta.json and its events.
+
+    Lenient on purpose: a report is most wanted for the run that crashed mid-write, so a line that
+    is not a usable event (not JSON, an unknown type, a required field missing) is counted in
+    ``malformed`` and skipped, and a missing or broken meta.json leaves ``meta`` empty.
+    """
+
+    path: Path
+    meta: dict[str, Any]
+    events: list[dict[str, Any]]
+    malformed: int = 0
+
+    @classmethod
+    def read(cls, path: Path) -> Run:
+        path = Path(path)
+        events, malformed = _read_events(path / EVENTS_FILE)
+        return cls(path=path, meta=read_meta(path), events=events, malformed=malformed)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id") or self.path.name)
+
+    @property
+    def outcome(self) -> str:
+        """passed | failed | error, or unfinished: no outcome written (still running, or crashed)."""
+        return str(self.meta.get("outcome") or "unfinished")
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.events[-1]["t"]) if self.events else 0.0
+
+    @property
+    def losses(self) -> list[LossEvidence]:
+        return [LossEvidence.from_event(e) for e in self.events if e["type"] == "loss_evidence"]
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """A run directory's meta.json, or ``{}`` when it is missing or broken."""
+    try:
+        meta = json.loads((Path(path) / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _read_events(file: Path) -> tuple[list[dict[str, Any]], int]:
+    events: list[dict[str, Any]] = []
+    malformed = 0
+    with file.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                malformed += 1
+                continue
+            kind = event.get("type") if isinstance(event, dict) else None
+            if not isinstance(kind, str) or kind not in EVENT_TYPES or any(
+                    event.get(key) is None for key in REQUIRED_FIELDS.get(kind, ())):
+                malformed += 1
+                continue
+            if not isinstance(event.get("t"), (int, float)):
+                event["t"] = events[-1]["t"] if events else 0.0  # keep order: a timeline needs a number
+            events.append(event)
+    return events, malformed
 
 
 def _now() -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,28 @@ class LossEvidence:
         """True when the fault demonstrably took data from the victim."""
         return (self.records_lost or 0) > 0 or (self.bytes_lost or 0) > 0
 
+    def as_event(self) -> dict[str, int | None]:
+        """The fields of the history's ``loss_evidence`` event."""
+        return {"broker": self.broker, "leo_before": self.leo_before, "leo_after": self.leo_after,
+                "records_lost": self.records_lost, "bytes_lost": self.bytes_lost}
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> LossEvidence:
+        """Back from a ``loss_evidence`` event (``records_lost`` follows from the two offsets)."""
+        return cls(broker=event["broker"], leo_before=event.get("leo_before"),
+                   leo_after=event.get("leo_after"), bytes_lost=event.get("bytes_lost"))
+
+
+FaultBit = Literal["yes", "NO", "-"]
+
+
+def fault_bit(losses: Iterable[LossEvidence]) -> FaultBit:
+    """Did the run's lossy faults bite? ``yes``: one took data from its victim; ``NO``: a lossy
+    fault took none (the run proves nothing about durability); ``-``: no lossy fault."""
+    losses = list(losses)
+    if any(loss.bit for loss in losses):
+        return "yes"
+    return "NO" if losses else "-"
 
 #: what doing an action returns: a produce's outcome, evidence of lossy shutdowns, or nothing
 Result = ProduceOutcome | list[LossEvidence] | None

@@ -11,7 +11,9 @@ from collections import Counter
 from datetime import datetime, timezone
 from html import escape
 
-from pytest_elr.report.load import Run
+from pytest_elr.checker.verdict import Verdict
+from pytest_elr.core.history import Run
+from pytest_elr.core.observation import fault_bit
 from pytest_elr.report.svg import COLOURS, render
 from pytest_elr.report.timeline import AxisMode, build_timeline
 
@@ -40,9 +42,9 @@ td.lost.some, dd.lost.some { color:#fff; background:var(--bad); font-weight:700;
         background:#eef2f7; color:#374151; margin-left:4px; vertical-align:2px; }
 .pill.passed { background:#e3f2e1; color:var(--good); }
 .pill.failed, .pill.error { background:#fde2e2; color:var(--bad); }
-.pill.invalid { background:#fde2e2; color:var(--bad); } .pill.valid { background:#e3f2e1; color:var(--good); }
 .verdicts td.checker { white-space:normal; font-size:12px; min-width:160px; }
 p.checker { margin:0 0 6px; font-size:13px; } p.checker .pill { margin:0 4px; }
+.checker .found { color:var(--bad); } .checker .counted { color:var(--muted); }
 .bit-yes { font-weight:700; } .bit-NO { color:var(--warn); font-weight:700; }
 .legend { display:flex; flex-wrap:wrap; gap:6px 16px; font-size:12.5px; color:#374151; }
 .legend i { display:inline-block; width:16px; height:11px; border-radius:2px; margin-right:5px; vertical-align:-1px; }
@@ -79,16 +81,22 @@ _HELP = {
     "lost": "acknowledged with acks=all and never read",
     "fault bit": "yes: a fault demonstrably took data from its victim; NO: a lossy fault took none; -: no lossy fault",
     "result": "the pytest outcome (a negative control passes when it loses what its scenario expects)",
-    "checker": "the Spark history checker's verdict",
+    "checker": "who judged the run (spark: every anomaly kind; inline: acknowledged and never read only) "
+               "and every anomaly it counted",
 }
 _TICKS = [("ok", "ack, acks=all"), ("weak", "ack, acks=1/0"), ("fail", "send failed"),
-          ("info", "indeterminate / no answer"), ("lost", "acked, never read (lost)"), ("read", "read (final drain)")]
+          ("info", "indeterminate / no answer"), ("lost", "acked, never read (lost, as the checker names it)"),
+          ("read", "read (final drain)")]
+#: acked, read and lost of a run no checker judged
+NOT_JUDGED = "–"
 
 
-def page(runs: list[Run], axis: AxisMode = "auto") -> str:
+def page(runs: list[Run], verdicts: list[Verdict | None], axis: AxisMode = "auto") -> str:
+    """The page of ``runs``, each with its checker's verdict (None: not judged)."""
     anchors = _anchors(runs)
-    body = [_summary(runs), _table(runs, anchors), _legend()]
-    body += [_section(run, anchors[n], n, axis) for n, run in enumerate(runs)]
+    body = [_summary(runs, verdicts), _table(runs, verdicts, anchors), _legend()]
+    pairs = zip(runs, verdicts, strict=True)
+    body += [_section(run, verdict, anchors[n], n, axis) for n, (run, verdict) in enumerate(pairs)]
     title = f"pytest-elr report — {len(runs)} run{'s' * (len(runs) != 1)}"
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -106,46 +114,59 @@ def _anchors(runs: list[Run]) -> list[str]:
     return out
 
 
-def _summary(runs: list[Run]) -> str:
+def _meta(run: Run, key: str) -> str:
+    value = run.meta.get(key)
+    return "?" if value is None else str(value)
+
+
+def _summary(runs: list[Run], verdicts: list[Verdict | None]) -> str:
     outcomes = Counter(run.outcome for run in runs)
-    with_loss = sum(1 for run in runs if run.verdict.lost_count)
+    with_loss = sum(1 for v in verdicts if v is not None and v.lost_count)
+    unjudged = verdicts.count(None)
     chips = [f"<span>{len(runs)} runs</span>", f'<span class="good">{outcomes["passed"]} passed</span>']
     chips += [f'<span class="bad">{outcomes[k]} {k}</span>' for k in ("failed", "error", "unfinished") if outcomes[k]]
     chips.append(f'<span class="{"bad" if with_loss else "good"}">{with_loss} with lost records</span>')
+    chips += [f"<span>{unjudged} not judged</span>"] if unjudged else []
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f'<header><h1>pytest-elr · replication chaos report</h1><p class="sub">generated {now} · '
             f'a run that passes may still lose records where its scenario expects it (negative controls)</p>'
             f'<div class="chips">{"".join(chips)}</div></header>')
 
 
-def _checker_html(run: Run) -> str:
-    """The Spark checker's word on a run: valid or invalid, and the anomalies it counted."""
-    if run.checker is None:
-        return "–"
-    kinds = {k: a.get("count", 0) for k, a in (run.checker.get("anomalies") or {}).items() if a.get("count")}
-    shown = ", ".join(f"{k} {n}" for k, n in kinds.items())
-    word = "valid" if run.checker.get("valid") else "invalid"
-    return f'<span class="pill {word}">{word}</span> {escape(shown)}'
+def _checker_html(verdict: Verdict | None) -> str:
+    """Which checker judged a run and every anomaly it counted, or that none did."""
+    if verdict is None:
+        return '<span class="pill">not judged</span>'
+    # what fails a scenario that expects no loss in red; the rest (acks=1 accounting, regressions) muted
+    counted = [f'<span class="{"found" if k in verdict.fatal else "counted"}">{escape(k)} {n}</span>'
+               for k, n in verdict.anomalies.items() if n]
+    return f'<span class="pill">{escape(verdict.checker)}</span> ' + (", ".join(counted) or "no anomaly")
 
 
-def _table(runs: list[Run], anchors: list[str]) -> str:
-    checker = any(run.checker is not None for run in runs)
-    head = ["scenario", "profile", "backend", "acked", "read", "lost", "fault bit", "result"]
-    head += ["checker"] if checker else []
+def _counts(verdict: Verdict | None) -> tuple[str, str, str]:
+    """acked, read and lost as shown: a dash for a run no checker judged."""
+    if verdict is None:
+        return NOT_JUDGED, NOT_JUDGED, NOT_JUDGED
+    return str(verdict.acked), str(verdict.read), str(verdict.lost_count)
+
+
+def _table(runs: list[Run], verdicts: list[Verdict | None], anchors: list[str]) -> str:
+    head = ["scenario", "profile", "backend", "acked", "read", "lost", "fault bit", "result", "checker"]
     rows = []
     previous = None
-    for run, anchor in zip(runs, anchors, strict=True):
-        v, outcome = run.verdict, run.outcome
-        lost = v.lost_count
-        cells = (f'<td><a href="#{anchor}">{escape(run.get("scenario"))}</a></td>'
-                 f'<td>{escape(run.get("profile"))}</td><td>{escape(run.get("backend"))}</td>'
-                 f'<td class="num acked">{v.acked}</td><td class="num read">{v.read}</td>'
-                 f'<td class="num lost{" some" if lost else ""}">{lost}</td>'
-                 f'<td class="bit bit-{run.fault_bit}">{run.fault_bit}</td>'
-                 f'<td><span class="pill {escape(outcome)}">{escape(outcome)}</span></td>')
-        cells += f'<td class="checker">{_checker_html(run)}</td>' if checker else ""
-        group = ' class="group"' if previous is not None and run.get("scenario") != previous else ""
-        previous = run.get("scenario")
+    for run, verdict, anchor in zip(runs, verdicts, anchors, strict=True):
+        acked, read, lost = _counts(verdict)
+        bit, outcome = fault_bit(run.losses), run.outcome
+        some = " some" if verdict is not None and verdict.lost_count else ""
+        cells = (f'<td><a href="#{anchor}">{escape(_meta(run, "scenario"))}</a></td>'
+                 f'<td>{escape(_meta(run, "profile"))}</td><td>{escape(_meta(run, "backend"))}</td>'
+                 f'<td class="num acked">{acked}</td><td class="num read">{read}</td>'
+                 f'<td class="num lost{some}">{lost}</td>'
+                 f'<td class="bit bit-{bit}">{bit}</td>'
+                 f'<td><span class="pill {escape(outcome)}">{escape(outcome)}</span></td>'
+                 f'<td class="checker">{_checker_html(verdict)}</td>')
+        group = ' class="group"' if previous is not None and _meta(run, "scenario") != previous else ""
+        previous = _meta(run, "scenario")
         rows.append(f'<tr data-run="{escape(run.run_id)}"{group}>{cells}</tr>')
     ths = "".join(f'<th{" class=num" if h in ("acked", "read", "lost") else ""} title="{_HELP.get(h, "")}">{h}</th>'
                   for h in head)
@@ -172,12 +193,12 @@ def _fact(name: str, value: object, cls: str = "") -> str:
     return f'<div><dt>{escape(name)}</dt><dd class="{cls}">{escape(str(value))}</dd></div>'
 
 
-def _section(run: Run, anchor: str, n: int, axis: AxisMode) -> str:
-    v, outcome = run.verdict, run.outcome
-    lost = v.lost_count
-    facts = [_fact("acked (acks=all)", v.acked, "acked"), _fact("read", v.read, "read"),
-             _fact("lost", lost, "lost some" if lost else "lost"),
-             _fact("fault bit", run.fault_bit, f"bit bit-{run.fault_bit}"),
+def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisMode) -> str:
+    acked, read, lost = _counts(verdict)
+    bit, outcome = fault_bit(run.losses), run.outcome
+    some = " some" if verdict is not None and verdict.lost_count else ""
+    facts = [_fact("acked (acks=all)", acked, "acked"), _fact("read", read, "read"),
+             _fact("lost", lost, "lost" + some), _fact("fault bit", bit, f"bit bit-{bit}"),
              _fact("duration", f"{run.duration_s * 1000:.1f} ms" if run.duration_s < 1 else f"{run.duration_s:.1f} s",
                    "duration small"),
              _fact("events", len(run.events), "events small")]
@@ -186,21 +207,22 @@ def _section(run: Run, anchor: str, n: int, axis: AxisMode) -> str:
             facts.append(_fact(name, run.meta[key], key + " small"))
     if run.malformed:
         facts.append(_fact("malformed lines", run.malformed, "malformed small"))
-    chart = render(build_timeline(run.events, run.lost_values, axis), f"r{n}") if run.events else "<p>no events</p>"
-    parts = [f'<section class="card run" id="{anchor}" data-run-id="{escape(run.run_id)}" data-acked="{v.acked}" '
-             f'data-read="{v.read}" data-lost="{lost}" data-fault-bit="{run.fault_bit}" '
+    # the records the verdict names lost are the ones marked on the timeline
+    lost_values = {value for value, _ in verdict.lost} if verdict is not None else set()
+    chart = render(build_timeline(run.events, lost_values, axis), f"r{n}") if run.events else "<p>no events</p>"
+    parts = [f'<section class="card run" id="{anchor}" data-run-id="{escape(run.run_id)}" data-acked="{acked}" '
+             f'data-read="{read}" data-lost="{lost}" data-fault-bit="{bit}" '
              f'data-outcome="{escape(outcome)}">',
-             f'<h2><a href="#{anchor}">{escape(run.get("scenario"))}</a>'
-             f'<span class="pill">{escape(run.get("profile"))}</span><span class="pill">{escape(run.get("backend"))}'
-             f'</span><span class="pill {escape(outcome)}">{escape(outcome)}</span>'
+             f'<h2><a href="#{anchor}">{escape(_meta(run, "scenario"))}</a>'
+             f'<span class="pill">{escape(_meta(run, "profile"))}</span><span class="pill">'
+             f'{escape(_meta(run, "backend"))}</span><span class="pill {escape(outcome)}">{escape(outcome)}</span>'
              f'<span class="id">{escape(run.run_id)}</span></h2>',
-             f'<dl class="facts">{"".join(facts)}</dl>']
-    if run.checker is not None:
-        parts.append(f'<p class="checker"><b>Spark checker</b> {_checker_html(run)}</p>')
-    parts.append(f'<div class="chart">{chart}</div>')
-    if v.lost_count:
+             f'<dl class="facts">{"".join(facts)}</dl>',
+             f'<p class="checker"><b>checker</b> {_checker_html(verdict)}</p>',
+             f'<div class="chart">{chart}</div>']
+    if verdict is not None and verdict.lost_count:
         parts.append(f'<p class="lostlist"><b>Lost</b> (acknowledged with acks=all, never read): '
-                     f"{escape(v.examples(30))}</p>")
+                     f"{escape(verdict.examples(30))}</p>")
     parts.append(_findings(run))
     parts.append(_steps(run))
     parts.append('<p class="back"><a href="#verdicts">↑ verdicts</a></p></section>')

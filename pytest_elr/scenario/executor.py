@@ -17,13 +17,13 @@ import yaml
 
 from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume
 from pytest_elr.backends.base import Backend
+from pytest_elr.checker import Checker, Verdict, inline_checker
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
-from pytest_elr.core.observation import LossEvidence, Observation, ProduceOutcome
+from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, fault_bit
 from pytest_elr.model import build_model, invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.scenario.schema import Scenario, Step
-from pytest_elr.scenario.verdict import Checker, Verdict, inline_checker
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.25
@@ -57,12 +57,13 @@ class RunResult:
     duration_s: float
 
     @property
-    def fault_bit(self) -> bool:
-        return any(loss.bit for loss in self.losses)
+    def fault_bit(self) -> FaultBit:
+        return fault_bit(self.losses)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what an xdist worker sends its controller)."""
         out = asdict(self)
+        out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
         out["history_dir"] = str(self.history_dir) if self.history_dir is not None else None
         return out
 
@@ -71,7 +72,7 @@ class RunResult:
         verdict = data.get("verdict")
         return cls(**{
             **data,
-            "verdict": Verdict(**{**verdict, "lost": [tuple(x) for x in verdict["lost"]]}) if verdict else None,
+            "verdict": Verdict.from_dict(verdict) if verdict else None,
             "losses": [LossEvidence(**x) for x in data["losses"]],
             "history_dir": Path(data["history_dir"]) if data.get("history_dir") else None,
         })
@@ -197,9 +198,7 @@ class Executor:
             for loss in result:
                 ctx.losses.append(loss)
                 self.losses.append(loss)
-                self.history.record("loss_evidence", broker=loss.broker, leo_before=loss.leo_before,
-                                    leo_after=loss.leo_after, records_lost=loss.records_lost,
-                                    bytes_lost=loss.bytes_lost, after=action.kind)
+                self.history.record("loss_evidence", **loss.as_event(), after=action.kind)
 
     def _settle_like_model(self, action: Action) -> None:
         """Let a real cluster converge before the next action, as the model does after each one.

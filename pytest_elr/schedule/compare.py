@@ -16,7 +16,6 @@ differences, or findings about Kafka.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from pytest_elr.actions import Action
 from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.backends.model import ModelBackend
-from pytest_elr.core.history import EVENTS_FILE
+from pytest_elr.core.history import Run
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import RunResult, run_scenario
@@ -40,12 +39,7 @@ from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_f
 def disagreements(history_dir: Path | None) -> list[dict[str, object]]:
     if history_dir is None:
         return []
-    out = []
-    for line in (history_dir / EVENTS_FILE).read_text().splitlines():
-        event = json.loads(line)
-        if event["type"] == "disagreement":
-            out.append(event)
-    return out
+    return [e for e in Run.read(history_dir).events if e["type"] == "disagreement"]
 
 
 def generated_schedules(count: int, steps: int, profile: str) -> list[list[Action]]:

@@ -23,9 +23,9 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_elr.backends.kafka import KafkaBackend
+from pytest_elr.checker import CHECKERS
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
-from pytest_elr.scenario.verdict import CHECKERS
 
 DEFAULT = Path("scenarios/kip966_last_replica_standing.elr.yaml")
 
@@ -123,12 +123,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"run {i + 1:>3} {profile:<7} HARNESS ERROR {type(exc).__name__}: {exc}", flush=True)
                     pool.close()
                     continue
-                c["fault bit"] += r.fault_bit
+                c["fault bit"] += r.fault_bit == "yes"
                 c["loss found"] += bool(r.verdict and r.verdict.lost_count)
                 c["as expected"] += r.passed
                 status = "ok" if r.passed else "UNEXPECTED"
                 lost = r.verdict.lost_count if r.verdict else "?"
-                print(f"run {i + 1:>3} {profile:<7} bit={r.fault_bit!s:<5} lost={lost!s:<4} {status}"
+                print(f"run {i + 1:>3} {profile:<7} bit={r.fault_bit:<5} lost={lost!s:<4} {status}"
                       + ("" if r.passed else f"\n    {r.message.splitlines()[0]}"), flush=True)
     finally:
         pool.close()

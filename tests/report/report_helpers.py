@@ -23,6 +23,7 @@ def events_of(run: Path) -> list[dict[str, Any]]:
 
 
 def run_all(root: Path, files: tuple[str, ...] = PICKED) -> list[Path]:
+    """Each scenario under each of its profiles, judged by the inline checker (its verdict saved beside the history)."""
     dirs = []
     for name in files:
         scenario = load_scenario(SCENARIOS / name)

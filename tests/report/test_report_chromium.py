@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from report_helpers import ReportDom, events_of
 
+from pytest_elr.checker import check_history
 from pytest_elr.report import build_report, find_runs
-from pytest_elr.scenario.verdict import check_history
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]

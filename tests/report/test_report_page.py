@@ -11,8 +11,8 @@ from pathlib import Path
 
 from report_helpers import SCENARIOS, ReportDom, events_of, run_all, stretch
 
+from pytest_elr.checker import Verdict, check_history
 from pytest_elr.report import build_report, find_runs
-from pytest_elr.scenario.verdict import check_history
 
 
 def test_numbers_and_timelines_match_the_histories(history_root: Path, tmp_path: Path) -> None:
@@ -79,12 +79,28 @@ def test_a_crashed_run_still_reports(history_root: Path, tmp_path: Path) -> None
     assert section["facts"]["malformed"] == "1" and section["attrs"]["data-outcome"] == "unfinished"
 
 
-def test_checker_verdicts_are_shown(history_root: Path, tmp_path: Path) -> None:
+def test_the_verdicts_given_are_shown(history_root: Path, tmp_path: Path) -> None:
+    """The checker's verdict is shown as given: the report does not judge the run again."""
     run = find_runs([history_root])[0]
     run_id = json.loads((run / "meta.json").read_text())["run_id"]
-    verdicts = {run_id: {"valid": False, "anomalies": {"lost": {"count": 3, "examples": []}}}}
-    html = build_report([run], tmp_path / "r.html", verdicts).read_text(encoding="utf-8")
-    assert ">checker</th>" in html and "invalid" in html and "lost 3" in html
+    given = Verdict(acked=7, read=4, lost_count=3, lost=[("x1", 1)], anomalies={"lost": 3, "reorder": 0},
+                    checker="spark")
+    html = build_report([run], tmp_path / "r.html", {run: given}).read_text(encoding="utf-8")
+    row = ReportDom(html).rows[run_id]
+    assert {k: row[k] for k in ("acked", "read", "lost")} == {"acked": "7", "read": "4", "lost": "3"}
+    assert row["checker"].startswith("spark") and ">lost 3</span>" in html and "reorder" not in html
+    assert "x1@1" in html  # the lost records the verdict names
+
+
+def test_a_run_no_checker_judged_says_so(history_root: Path, tmp_path: Path) -> None:
+    saved = find_runs([history_root])[0]
+    assert (saved / "verdict.json").is_file()  # the checker that judged it saved its verdict
+    run = stretch(saved, tmp_path / "unjudged")  # events and meta only
+    dom = ReportDom(build_report([saved, run], tmp_path / "r.html").read_text(encoding="utf-8"))
+    assert dom.rows["unjudged"]["checker"] == "not judged" and dom.rows["unjudged"]["lost"] == "–"
+    assert dom.sections["unjudged"]["classes"]["rect.lost"] == 0
+    (judged,) = set(dom.rows) - {"unjudged"}
+    assert dom.rows[judged]["checker"].startswith("inline")
 
 
 def test_a_session_of_25_runs_builds_in_a_second(tmp_path: Path) -> None:
@@ -113,8 +129,9 @@ def test_a_long_busy_run_is_drawn_in_bounded_size(tmp_path: Path) -> None:
     events += [{"t": 90.0 + n * 1e-5, "type": "consume", "step": "drain", "partition": 0, "offset": n,
                 "value": f"v{n}", "reader": "drain"} for n in range(19_990)]
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    verdict = check_history(events)
     started = time.perf_counter()
-    html = build_report([run], tmp_path / "r.html").read_text(encoding="utf-8")
+    html = build_report([run], tmp_path / "r.html", {run: verdict}).read_text(encoding="utf-8")
     assert time.perf_counter() - started < 4.0  # ~0.5 s here; json.loads is most of it
     section = ReportDom(html).sections["busy"]
     assert section["facts"]["lost"] == "10" and 0 < section["classes"]["rect.lost"] <= 10

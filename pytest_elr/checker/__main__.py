@@ -1,7 +1,7 @@
 """Check history directories with Spark.
 
-    python -m pytest_elr.analysis RUN_DIR... [--rollup] [--json OUT]
-    spark-submit --master URL pytest_elr/analysis/__main__.py RUN_DIR...
+    python -m pytest_elr.checker RUN_DIR... [--rollup] [--json OUT]
+    spark-submit --master URL pytest_elr/checker/__main__.py RUN_DIR...
 
 A directory that is not itself a run is searched for runs. Exit code 0 when every run is
 valid, 1 when any is not (or, with --strict, has malformed lines), 2 when a run can't be read.
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 # Absolute imports: spark-submit runs this file as a script, outside its package.
-from pytest_elr.analysis.load import HistoryError, discover, load_runs
-from pytest_elr.analysis.rollup import RollupRow, rollup_from
-from pytest_elr.analysis.session import get_spark
-from pytest_elr.analysis.verdict import Verdict, verdicts_from
+from pytest_elr.checker.job import Findings, findings_from
+from pytest_elr.checker.load import HistoryError, discover, load_runs
+from pytest_elr.checker.rollup import RollupRow, rollup_from
+from pytest_elr.checker.session import get_spark
 
 SHORT = {
     "lost": "lost",
@@ -122,11 +122,11 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def print_verdicts(verdicts: Sequence[Verdict], out: TextIO, examples: int = 3) -> None:
+def print_findings(findings: Sequence[Findings], out: TextIO, examples: int = 3) -> None:
     headers = ["run", "scenario", "profile", "backend", "acked", "read",
                *SHORT.values(), "malformed", "verdict"]  # fmt: skip
     rows = []
-    for v in verdicts:
+    for v in findings:
         name = v.run_id or os.path.basename(v.path.rstrip("/"))
         rows.append(
             [name, str(v.scenario), str(v.profile), str(v.backend), str(v.acked), str(v.read)]
@@ -134,7 +134,7 @@ def print_verdicts(verdicts: Sequence[Verdict], out: TextIO, examples: int = 3) 
             + [str(v.malformed_count), "valid" if v.valid else "INVALID"]
         )
     _table(headers, rows, "pytest-elr history check", out)
-    for v in verdicts:
+    for v in findings:
         found = [(k, a) for k, a in v.anomalies.items() if a.count]
         if not found:
             continue
@@ -162,13 +162,13 @@ def print_rollup(rows: Sequence[RollupRow], out: TextIO) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m pytest_elr.analysis",
+        prog="python -m pytest_elr.checker",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
     ap.add_argument("--rollup", action="store_true", help="also roll up across runs")
-    ap.add_argument("--json", metavar="OUT", help="write verdicts (and rollup) as JSON; - = stdout")
+    ap.add_argument("--json", metavar="OUT", help="write the findings (and rollup) as JSON; - = stdout")
     ap.add_argument("--examples", type=int, default=10, help="examples kept per anomaly kind")
     ap.add_argument("--strict", action="store_true", help="malformed lines fail the check too")
     ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -193,15 +193,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         with loaded:
             progress.set("checking")
-            verdicts = verdicts_from(loaded, examples=args.examples)
+            findings = findings_from(loaded, examples=args.examples)
             rows = None
             if args.rollup:
                 progress.set("rolling up")
-                rows = rollup_from(loaded, verdicts)
+                rows = rollup_from(loaded, findings)
     finally:
         progress.stop()
 
-    for v in verdicts:
+    for v in findings:
         for m in v.malformed:
             where = f"{m['file']}:{m['line']}" if m["line"] is not None else m["file"]
             print(f"malformed: {where}: {m['error']}", file=sys.stderr)
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"malformed: {v.path}: {v.malformed_count - len(v.malformed)} more",
                   file=sys.stderr)
     doc = {
-        "verdicts": [v.to_dict() for v in verdicts],
+        "findings": [v.to_dict() for v in findings],
         "rollup": [r.to_dict() for r in rows] if rows is not None else None,
     }
     if args.json == "-":
@@ -219,12 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=2)
-        print_verdicts(verdicts, sys.stdout)
+        print_findings(findings, sys.stdout)
         if rows is not None:
             print_rollup(rows, sys.stdout)
-    bad = any(not v.valid for v in verdicts)
+    bad = any(not v.valid for v in findings)
     if args.strict:
-        bad = bad or any(v.malformed_count for v in verdicts)
+        bad = bad or any(v.malformed_count for v in findings)
     return 1 if bad else 0
 
 

@@ -10,7 +10,7 @@ that a verdict costs three shuffles and not one per kind:
 * :func:`sequence_anomalies` orders each reader's offsets and each observer's high watermarks
   by line: reorder, hwm_regression.
 
-``events`` is what :func:`pytest_elr.analysis.load.load_runs` yields: the valid events of all
+``events`` is what :func:`pytest_elr.checker.load.load_runs` yields: the valid events of all
 runs with columns ``run``, ``line`` and the event fields. Aggregates use only fixed-width
 values (longs, hashes) so Spark can hash-aggregate instead of sorting.
 """

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from pytest_elr.analysis.load import HistoryError
-from pytest_elr.analysis.synth import History, meta, write_history
-from pytest_elr.analysis.verdict import check_run, check_runs
+from pytest_elr.checker.job import check_run, check_runs
+from pytest_elr.checker.load import HistoryError
+from pytest_elr.checker.synth import SyntheticHistory, every_event_type, meta, write_history
+from pytest_elr.core.history import EVENT_TYPES
 
 
-def _broken() -> History:
-    h = History().add("step", step="T0", phase="begin")  # line 1
+def _broken() -> SyntheticHistory:
+    h = SyntheticHistory().add("step", step="T0", phase="begin")  # line 1
     for i in range(5):  # lines 2-11
         h.send(i, i)
     h.raw("this is not json\n")  # 12
@@ -50,21 +51,21 @@ def test_bad_lines_named_and_rest_analysed(spark: Any, tmp_path: Path) -> None:
 
 
 def test_malformed_limit_still_counts_all(spark: Any, tmp_path: Path) -> None:
-    from pytest_elr.analysis.load import load_runs
-    from pytest_elr.analysis.verdict import verdicts_from
+    from pytest_elr.checker.job import findings_from
+    from pytest_elr.checker.load import load_runs
 
-    h = History()
+    h = SyntheticHistory()
     for i in range(7):
         h.raw(f"garbage {i}\n")
     path = write_history(tmp_path / "r", meta(), h.events)
     with load_runs(spark, [path], malformed_limit=3) as loaded:
-        (v,) = verdicts_from(loaded)
+        (v,) = findings_from(loaded)
     assert [m["line"] for m in v.malformed] == [1, 2, 3] and v.malformed_count == 7
     assert v.valid  # nothing analysable, nothing wrong: --strict is there to fail this
 
 
 def test_broken_and_missing_meta(spark: Any, tmp_path: Path) -> None:
-    events = History().send(0, 0).read(0, "v0").events
+    events = SyntheticHistory().send(0, 0).read(0, "v0").events
     broken = write_history(tmp_path / "broken", meta(), events)
     (tmp_path / "broken" / "meta.json").write_text('{\n  "schema": "pytest-elr/history/1",\n  "run')
     missing = write_history(tmp_path / "missing", meta(), events)
@@ -91,7 +92,7 @@ def test_no_events_file_is_an_error(spark: Any, tmp_path: Path) -> None:
 
 def test_line_numbers_across_file_splits(spark: Any, tmp_path: Path) -> None:
     """Line numbers stay exact when Spark reads one file in many splits."""
-    h = History()
+    h = SyntheticHistory()
     for i in range(40):
         h.send(i, i)
     h.raw("oops\n")  # line 81
@@ -108,3 +109,12 @@ def test_line_numbers_across_file_splits(spark: Any, tmp_path: Path) -> None:
     (ex,) = v.anomalies["reorder"].examples
     assert (ex["offset"], ex["prev_offset"], ex["line"]) == (15, 19, 81 + 21)
     assert {k: a.count for k, a in v.anomalies.items() if a.count} == {"reorder": 1}
+
+
+def test_every_event_type_is_valid(spark: Any, tmp_path: Path) -> None:
+    """What a history holds (core EVENT_TYPES) is what the checker reads: none of it is malformed."""
+    h = every_event_type()
+    assert {e["type"] for e in h.events if isinstance(e, dict)} == set(EVENT_TYPES)
+    v = check_run(write_history(tmp_path / "all", meta(), h.events), spark=spark)
+    assert (v.malformed, v.malformed_count) == ([], 0)
+    assert v.valid and (v.acked, v.read) == (1, 1)

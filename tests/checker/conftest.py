@@ -1,4 +1,4 @@
-"""One Spark session for all analysis tests (starting one costs 5-15 s)."""
+"""One Spark session for all checker tests (starting one costs 5-15 s)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 # No skips: without pyspark or Java these fail with the import or start-up error, which says
 # what is missing (./elr test installs both).
-from pytest_elr.analysis.session import SparkSettings, get_spark, stop_spark
+from pytest_elr.checker.session import SparkSettings, get_spark, stop_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -49,7 +49,7 @@ class SparkSettings:
     # The default 200 shuffle partitions cost ~200 tiny tasks per shuffle: far too many for
     # histories that fit on one machine.
     shuffle_partitions: int = 4
-    app_name: str = "pytest-elr-analysis"
+    app_name: str = "pytest-elr-checker"
     log_level: str = "ERROR"
     # Extra driver JVM flags. Tests pass -XX:TieredStopAtLevel=1: the JIT's first tier only
     # halves the cold start on small histories (and slows big ones).

@@ -1,6 +1,6 @@
 """Wall time of the Spark checker against the same analysis in DuckDB, on synthetic histories.
 
-    python -m pytest_elr.analysis.bench --records 10000000
+    python -m pytest_elr.checker.bench --records 10000000
 
 runs sizes 1e5, 1e6, ... up to --records (or --sizes), each a synthetic run with a few lost
 records, checks it with Spark (``local[2]`` by default, JVM already warm) and with DuckDB
@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_elr.core.history import EVENTS_FILE, META_FILE
 
-# The same checks as pytest_elr.analysis.checks, in DuckDB SQL (counts only).
+# The same checks as pytest_elr.checker.checks, in DuckDB SQL (counts only).
 DUCKDB_CHECKS = """
 CREATE TEMP TABLE ev AS
 SELECT row_number() OVER () AS line, * FROM read_json(
@@ -77,7 +77,7 @@ def duckdb_check(path: str, threads: int = 2) -> dict[str, int]:
 
 
 def _ensure(root: str, records: int, lose: int) -> str:
-    from pytest_elr.analysis.synth import generate
+    from pytest_elr.checker.synth import generate
 
     path = os.path.join(root, f"records-{records}-lose-{lose}")
     meta = os.path.join(path, META_FILE)
@@ -92,7 +92,7 @@ def _ensure(root: str, records: int, lose: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_elr.analysis.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m pytest_elr.checker.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000, help="largest size")
     ap.add_argument("--sizes", help="comma-separated sizes instead of decades up to --records")
@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             n *= 10
         sizes.append(args.records)
 
-    from pytest_elr.analysis.session import SparkSettings, get_spark
-    from pytest_elr.analysis.verdict import check_run
+    from pytest_elr.checker.job import check_run
+    from pytest_elr.checker.session import SparkSettings, get_spark
 
     t0 = time.monotonic()
     spark = get_spark(SparkSettings(master=args.master, driver_memory=args.driver_memory))

@@ -1,5 +1,6 @@
-"""Per-run verdicts, computed by Spark: every check of :mod:`.checks` over all runs at once,
-counted and sampled in a single job."""
+"""The Spark job: every check of :mod:`.checks` over all runs at once, counted and sampled in a
+single job, into per-run :class:`Findings` (the CLI and the rollup read their detail; everything
+else takes the :class:`~.verdict.Verdict` they give)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from pytest_elr.analysis.checks import (
+from pytest_elr.checker.checks import (
     FAMILIES,
     FAMILY_OF,
     FIELDS,
@@ -20,8 +21,9 @@ from pytest_elr.analysis.checks import (
     ORDER,
     acked,
 )
-from pytest_elr.analysis.load import Loaded, load_runs
-from pytest_elr.analysis.session import get_spark
+from pytest_elr.checker.load import Loaded, load_runs
+from pytest_elr.checker.session import get_spark
+from pytest_elr.checker.verdict import Verdict
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,10 +41,11 @@ class Anomaly:
 
 
 @dataclass
-class Verdict:
-    """One run's result. ``valid``: no lost, unseen, duplicate, inconsistent_offset, reorder
-    or hwm_regression. ``lost_acked``: acks=all acknowledged records never read (lost +
-    unseen). Malformed lines don't change ``valid`` (the CLI's ``--strict`` does)."""
+class Findings:
+    """What the job found in one run: every anomaly kind counted, with examples, and the lines it
+    could not read. ``valid``: no lost, unseen, duplicate, inconsistent_offset, reorder or
+    hwm_regression. ``lost_count``: acks=all acknowledged records never read (lost + unseen).
+    Malformed lines don't change ``valid`` (the CLI's ``--strict`` does)."""
 
     path: str
     run_id: str | None
@@ -54,7 +57,7 @@ class Verdict:
     acked_weak: int  # produce ok with acks=1 or 0
     read: int  # consume events (all readers)
     anomalies: dict[str, Anomaly]
-    lost_acked: int
+    lost_count: int
     valid: bool
     malformed: list[dict[str, Any]]
     malformed_count: int
@@ -75,11 +78,18 @@ class Verdict:
             "acked_weak": self.acked_weak,
             "read": self.read,
             "anomalies": {k: a.to_dict() for k, a in self.anomalies.items()},
-            "lost_acked": self.lost_acked,
+            "lost_count": self.lost_count,
             "valid": self.valid,
             "malformed": self.malformed,
             "malformed_count": self.malformed_count,
         }
+
+    def verdict(self) -> Verdict:
+        """The run's verdict: the counts, and the lost records named by the examples kept."""
+        lost = [(str(e.get("value")), e.get("offset"))
+                for kind in ("lost", "unseen") for e in self.anomalies[kind].examples]
+        return Verdict(acked=self.acked, read=self.read, lost_count=self.lost_count, lost=lost,
+                       anomalies={k: a.count for k, a in self.anomalies.items()}, checker="spark")
 
 
 def _anomaly_rows(loaded: Loaded, examples: int) -> list[Any]:
@@ -128,22 +138,22 @@ def _stats(loaded: Loaded) -> dict[int, Any]:
     return {r["run"]: r for r in acks.join(read, "run", "full").collect()}
 
 
-def verdicts_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[Verdict]:
+def findings_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[Findings]:
     rows = _anomaly_rows(loaded, examples)
     stats = _stats(loaded)
-    found: dict[int, dict[str, Anomaly]] = {r.index: {} for r in loaded.runs}
+    found: dict[int, dict[str, Anomaly]] = {source.index: {} for source in loaded.sources}
     for row in sorted(rows, key=lambda r: (r["run"], r["kind"], r["rn"])):
         a = found[row["run"]].setdefault(row["kind"], Anomaly(count=row["n"]))
         if len(a.examples) < examples:
             a.examples.append(json.loads(row["example"]))
-    verdicts = []
-    for run in loaded.runs:
-        anomalies = {kind: found[run.index].get(kind, Anomaly()) for kind in KINDS}
-        s = stats.get(run.index)
-        meta = run.meta
-        verdicts.append(
-            Verdict(
-                path=run.path,
+    findings = []
+    for source in loaded.sources:
+        anomalies = {kind: found[source.index].get(kind, Anomaly()) for kind in KINDS}
+        s = stats.get(source.index)
+        meta = source.meta
+        findings.append(
+            Findings(
+                path=source.path,
                 run_id=meta.get("run_id"),
                 scenario=meta.get("scenario"),
                 profile=meta.get("profile"),
@@ -153,14 +163,14 @@ def verdicts_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[V
                 acked_weak=(s["acked_weak"] or 0) if s else 0,
                 read=(s["read"] or 0) if s else 0,
                 anomalies=anomalies,
-                lost_acked=anomalies["lost"].count + anomalies["unseen"].count,
+                lost_count=anomalies["lost"].count + anomalies["unseen"].count,
                 valid=all(anomalies[k].count == 0 for k in INVALIDATING),
-                malformed=loaded.malformed[run.index],
-                malformed_count=loaded.malformed_count[run.index],
+                malformed=loaded.malformed[source.index],
+                malformed_count=loaded.malformed_count[source.index],
                 meta=meta,
             )
         )
-    return verdicts
+    return findings
 
 
 def check_runs(
@@ -168,13 +178,13 @@ def check_runs(
     *,
     spark: SparkSession | None = None,
     examples: int = DEFAULT_EXAMPLES,
-) -> list[Verdict]:
-    """Verdicts for the run directories ``paths``, in that order."""
+) -> list[Findings]:
+    """Findings for the run directories ``paths``, in that order."""
     with load_runs(spark or get_spark(), [str(p) for p in paths]) as loaded:
-        return verdicts_from(loaded, examples=examples)
+        return findings_from(loaded, examples=examples)
 
 
 def check_run(
     path: str, *, spark: SparkSession | None = None, examples: int = DEFAULT_EXAMPLES
-) -> Verdict:
+) -> Findings:
     return check_runs([path], spark=spark, examples=examples)[0]

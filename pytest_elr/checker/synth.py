@@ -1,6 +1,6 @@
 """Synthetic histories: a writer and builder for hand-built ones, and a large generator.
 
-    python -m pytest_elr.analysis.synth OUT_DIR --records 10000000 [--lose N]
+    python -m pytest_elr.checker.synth OUT_DIR --records 10000000 [--lose N]
 
 writes a run directory with N acknowledged acks=all records, all read back by a final drain
 except ``--lose`` of them (spread over the log, each below the highest offset read, so the
@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_elr.core.history import EVENTS_FILE, META_FILE, SCHEMA
+from pytest_elr.core.observation import LossEvidence, Observation
 
 
 def meta(**fields: Any) -> dict[str, Any]:
@@ -61,57 +62,74 @@ def write_history(
     return str(out_dir)
 
 
-class History:
-    """Hand-built event lists (tests, examples): every event added gets the next ``t``,
-    0.1 s apart; pass ``.events`` to :func:`write_history`."""
+class SyntheticHistory:
+    """A hand-built event list (tests, examples), unlike :class:`pytest_elr.core.history.History`
+    clocked by hand: every event added gets the next ``t``, 0.1 s apart, and a line may be broken
+    on purpose; pass ``.events`` to :func:`write_history`."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any] | str] = []
         self.t = 0.0
 
-    def add(self, type_: str, step: str | None = "T1", **fields: Any) -> History:
+    def add(self, type_: str, step: str | None = "T1", **fields: Any) -> SyntheticHistory:
         self.t = round(self.t + 0.1, 3)
         self.events.append({"t": self.t, "type": type_, "step": step, **fields})
         return self
 
-    def raw(self, line: str) -> History:
+    def raw(self, line: str) -> SyntheticHistory:
         """A line as is (malformed histories)."""
         self.events.append(line)
         return self
 
     def send(self, id_: int, offset: int | None, acks: str = "all", op: str = "ok",
-             value: str | None = None, partition: int = 0) -> History:
+             value: str | None = None, partition: int = 0) -> SyntheticHistory:
         value = value or f"v{id_}"
         self.add("produce", op="invoke", id=id_, value=value, acks=acks, partition=partition,
                  offset=None, error=None)
         return self.add("produce", op=op, id=id_, value=value, acks=acks, partition=partition,
                         offset=offset, error=None if op == "ok" else "NOT_ENOUGH_REPLICAS")
 
-    def read(self, offset: int, value: str, reader: str = "drain", partition: int = 0) -> History:
+    def read(self, offset: int, value: str, reader: str = "drain", partition: int = 0) -> SyntheticHistory:
         return self.add("consume", step="T9", partition=partition, offset=offset, value=value,
                         reader=reader)
 
-    def observe(self, leader: int | None, isr: list[int], hwm: int | None) -> History:
+    def observe(self, leader: int | None, isr: list[int], hwm: int | None) -> SyntheticHistory:
         return self.add("observe", leader=leader, leader_epoch=1, isr=isr, elr=[],
                         last_known_elr=[], fenced=[], hwm=hwm, leo={"1": hwm or 0})
 
-    def fault(self, action: str, **args: Any) -> History:
+    def fault(self, action: str, **args: Any) -> SyntheticHistory:
         return self.add("fault", action=action, args=args)
 
-    def at(self, t: float) -> History:
+    def at(self, t: float) -> SyntheticHistory:
         """Jump the clock: the next event comes at ``t`` + 0.1."""
         self.t = t
         return self
 
 
-def clean_history(n: int = 5) -> History:
+def clean_history(n: int = 5) -> SyntheticHistory:
     """n acks=all records at offsets 0..n-1, all read back in order."""
-    h = History().add("step", step="T0", phase="begin")
+    h = SyntheticHistory().add("step", step="T0", phase="begin")
     for i in range(n):
         h.send(i, i)
     for i in range(n):
         h.read(i, f"v{i}")
     return h
+
+
+def every_event_type() -> SyntheticHistory:
+    """One event of each type a history holds (``EVENT_TYPES``), shaped as the executor writes
+    them: one acks=all record, acknowledged and read back; nothing wrong."""
+    obs = Observation(leader=1, leader_epoch=2, isr=(1, 2), elr=(), last_known_elr=(), fenced=(3,), hwm=1,
+                      leo={1: 1, 2: 1})
+    h = SyntheticHistory().add("step", step="T0", phase="begin", line=5, note="the setup")
+    h.fault("power_off", brokers=[3]).add("observe", **obs.as_event())
+    h.add("loss_evidence", **LossEvidence(broker=3, leo_before=1, leo_after=0).as_event(), after="power_off")
+    h.add("disagreement", after="power_off", differences=["isr: expected [1], observed [1, 2]"],
+          observed=obs.as_event(), model=obs.as_event())
+    h.add("violation", message="invariant elr_disjoint_from_isr broken: [2] in both ISR and ELR")
+    h.add("model_error", message="broker 3 is not running")
+    h.send(1, 0).add("hwm_read", partition=0, hwm=1, reader="tail").read(0, "v1")
+    return h.add("backend_error", message="cluster could not heal").add("step", phase="end")
 
 
 def _observe(t: float, leader: int | None, isr: list[int], hwm: int | None) -> dict[str, Any]:
@@ -138,7 +156,7 @@ def generate(
     """
     from pyspark.sql import functions as F
 
-    from pytest_elr.analysis.session import get_spark
+    from pytest_elr.checker.session import get_spark
 
     if records < 1:
         raise ValueError("records must be positive")
@@ -233,7 +251,7 @@ def generate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_elr.analysis.synth", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m pytest_elr.checker.synth", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out_dir")
     ap.add_argument("--records", type=int, default=1_000_000)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from pytest_elr.analysis.checks import CHECKS
-from pytest_elr.analysis.load import Loaded, load_runs
-from pytest_elr.analysis.session import get_spark
-from pytest_elr.analysis.verdict import DEFAULT_EXAMPLES, Verdict, verdicts_from
+from pytest_elr.checker.checks import CHECKS
+from pytest_elr.checker.job import DEFAULT_EXAMPLES, Findings, findings_from
+from pytest_elr.checker.load import Loaded, load_runs
+from pytest_elr.checker.session import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -135,13 +135,13 @@ class RollupRow:
         return d
 
 
-def rollup_from(loaded: Loaded, verdicts: Sequence[Verdict]) -> list[RollupRow]:
+def rollup_from(loaded: Loaded, findings: Sequence[Findings]) -> list[RollupRow]:
     spark = loaded.spark
     ev = loaded.events
     mins = [
-        (r.index, int(r.meta["min_insync_replicas"]))
-        for r in loaded.runs
-        if isinstance(r.meta.get("min_insync_replicas"), int)
+        (source.index, int(source.meta["min_insync_replicas"]))
+        for source in loaded.sources
+        if isinstance(source.meta.get("min_insync_replicas"), int)
     ]
     under: dict[int, float] = {}
     if mins:
@@ -159,7 +159,7 @@ def rollup_from(loaded: Loaded, verdicts: Sequence[Verdict]) -> list[RollupRow]:
     }
 
     groups: dict[GroupKey, RollupRow] = {}
-    for run, v in zip(loaded.runs, verdicts, strict=True):
+    for source, v in zip(loaded.sources, findings, strict=True):
         key: GroupKey = (v.scenario, v.backend, v.kafka_version, v.profile)
         row = groups.setdefault(key, RollupRow(*key))
         row.runs += 1
@@ -168,10 +168,10 @@ def rollup_from(loaded: Loaded, verdicts: Sequence[Verdict]) -> list[RollupRow]:
         for kind, a in v.anomalies.items():
             row.anomalies[kind] += a.count
             row.runs_with[kind] += int(a.count > 0)
-        if run.index in under:
-            row.under_min_isr_s = (row.under_min_isr_s or 0.0) + under[run.index]
-        row.faults += faults.get(run.index, 0)
-        row._ttl.extend(ttl.get(run.index, []))
+        if source.index in under:
+            row.under_min_isr_s = (row.under_min_isr_s or 0.0) + under[source.index]
+        row.faults += faults.get(source.index, 0)
+        row._ttl.extend(ttl.get(source.index, []))
     for row in groups.values():
         row.leader_changes = len(row._ttl)
         if row._ttl:
@@ -184,8 +184,8 @@ def rollup_from(loaded: Loaded, verdicts: Sequence[Verdict]) -> list[RollupRow]:
 
 def rollup_runs(
     paths: Sequence[str], *, spark: SparkSession | None = None, examples: int = DEFAULT_EXAMPLES
-) -> tuple[list[Verdict], list[RollupRow]]:
-    """Verdicts and rollup of the run directories ``paths``, reading them once."""
+) -> tuple[list[Findings], list[RollupRow]]:
+    """Findings and rollup of the run directories ``paths``, reading them once."""
     with load_runs(spark or get_spark(), [str(p) for p in paths]) as loaded:
-        verdicts = verdicts_from(loaded, examples=examples)
-        return verdicts, rollup_from(loaded, verdicts)
+        findings = findings_from(loaded, examples=examples)
+        return findings, rollup_from(loaded, findings)

@@ -3,7 +3,8 @@
 All runs given are read at once into one DataFrame with a ``run`` column (the run's index in
 the list given) and a ``line`` column (1-based line number in its ``events.jsonl``). Lines that
 are not valid events are kept aside as *malformed* entries naming file and line, and the rest
-is analysed as usual.
+is analysed as usual. Every event type of :data:`~pytest_elr.core.history.EVENT_TYPES` is valid;
+the ones no check reads (disagreements, violations, ...) are validated, then dropped.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pytest_elr.core.history import EVENTS_FILE, META_FILE, SCHEMA
+from pytest_elr.core.history import EVENT_TYPES, EVENTS_FILE, META_FILE, REQUIRED_FIELDS, SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-EVENT_TYPES = ("step", "fault", "observe", "loss_evidence", "produce", "consume", "hwm_read")
 PRODUCE_OPS = ("invoke", "ok", "fail", "info")
 CORRUPT = "_corrupt"
 
@@ -67,17 +67,6 @@ EVENT_SCHEMA = T.StructType(
     ]
 )
 
-# Fields an event of each type must carry (beyond t and type) to be analysable.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "step": ("phase",),
-    "fault": ("action",),
-    "observe": (),
-    "loss_evidence": ("broker",),
-    "produce": ("op", "id", "value"),
-    "consume": ("partition", "offset", "value", "reader"),
-    "hwm_read": ("partition", "hwm", "reader"),
-}
-
 # JSON types per field, only to explain a malformed line in words (Spark already found it).
 _NUM, _INT, _STR, _LIST, _OBJ = "number", "integer", "string", "list", "object"
 _FIELD_TYPES: dict[str, str] = {
@@ -109,8 +98,9 @@ class HistoryError(Exception):
 
 
 @dataclass
-class Run:
-    """One run directory as given, and its meta.json."""
+class Source:
+    """One run directory as given to :func:`load_runs`: its index (the ``run`` column), path and
+    meta.json."""
 
     index: int
     path: str
@@ -130,7 +120,7 @@ class Loaded:
     """Runs read into Spark. ``events`` is cached: call :meth:`close` (or use ``with``)."""
 
     spark: SparkSession
-    runs: list[Run]
+    sources: list[Source]
     events: DataFrame  # the valid events the analysis uses (see _used)
     cached: DataFrame  # what events is filtered from; persisted
     lines: dict[int, int]  # run index -> number of lines in events.jsonl
@@ -184,26 +174,26 @@ def _malformed(file: str, line: int | None, error: str, text: str | None = None)
     return entry
 
 
-def read_meta(spark: SparkSession, run: Run) -> list[dict[str, Any]]:
-    """Fill ``run.meta``; returns malformed entries (missing or broken meta.json)."""
-    if _is_uri(run.path):
-        rows = spark.read.text(run.meta_path, wholetext=True).collect()
+def _load_meta(spark: SparkSession, source: Source) -> list[dict[str, Any]]:
+    """Fill ``source.meta``; returns malformed entries (missing or broken meta.json)."""
+    if _is_uri(source.path):
+        rows = spark.read.text(source.meta_path, wholetext=True).collect()
         text = rows[0][0] if rows else ""
-    elif os.path.isfile(run.meta_path):
-        with open(run.meta_path, encoding="utf-8") as f:
+    elif os.path.isfile(source.meta_path):
+        with open(source.meta_path, encoding="utf-8") as f:
             text = f.read()
     else:
-        return [_malformed(run.meta_path, None, "missing meta.json")]
+        return [_malformed(source.meta_path, None, "missing meta.json")]
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as e:
-        return [_malformed(run.meta_path, e.lineno, f"invalid JSON: {e.msg} (column {e.colno})")]
+        return [_malformed(source.meta_path, e.lineno, f"invalid JSON: {e.msg} (column {e.colno})")]
     if not isinstance(meta, dict):
-        return [_malformed(run.meta_path, 1, "meta.json is not a JSON object")]
-    run.meta = meta
+        return [_malformed(source.meta_path, 1, "meta.json is not a JSON object")]
+    source.meta = meta
     if meta.get("schema") != SCHEMA:
-        return [_malformed(run.meta_path, None, f"schema is {meta.get('schema')!r}, "
-                                                f"expected {SCHEMA!r}")]
+        return [_malformed(source.meta_path, None, f"schema is {meta.get('schema')!r}, "
+                                                   f"expected {SCHEMA!r}")]
     return []
 
 
@@ -240,7 +230,7 @@ def _reason() -> F.Column:
     reason = reason.when(
         ~c("type").isin(*EVENT_TYPES), F.concat(F.lit("unknown event type "), c("type"))
     )
-    for etype, names in REQUIRED.items():
+    for etype, names in REQUIRED_FIELDS.items():
         for name in names:
             reason = reason.when(
                 (c("type") == etype) & c(name).isNull(),
@@ -263,9 +253,9 @@ def load_runs(
     """Read the run directories ``paths`` (each holding meta.json and events.jsonl)."""
     if not paths:
         raise HistoryError("no run directories given")
-    runs = [Run(i, p) for i, p in enumerate(paths)]
-    malformed: dict[int, list[dict[str, Any]]] = {r.index: read_meta(spark, r) for r in runs}
-    for r in runs:
+    sources = [Source(i, p) for i, p in enumerate(paths)]
+    malformed: dict[int, list[dict[str, Any]]] = {r.index: _load_meta(spark, r) for r in sources}
+    for r in sources:
         if not _is_uri(r.path) and not os.path.isfile(r.events_path):
             raise HistoryError(f"{r.events_path}: no such file (is {r.path} a run directory?)")
 
@@ -274,7 +264,7 @@ def load_runs(
     # earlier blocks plus the position in its own block. The block counts come from the same
     # pass that parses and caches, so the text is read once.
     raw = None
-    for r in runs:
+    for r in sources:
         part = spark.read.text(r.events_path).select(
             F.lit(r.index).alias("run"),
             F.input_file_block_start().alias("_block"),
@@ -312,7 +302,7 @@ def load_runs(
         .collect()
     )
     bases: dict[tuple[int, int], tuple[int, int]] = {}  # (run, block) -> (first mid, lines before)
-    lines: dict[int, int] = {r.index: 0 for r in runs}
+    lines: dict[int, int] = {r.index: 0 for r in sources}
     for b in sorted(blocks, key=lambda b: (b["run"], b["_block"])):
         bases[(b["run"], b["_block"])] = (b["_mid0"], lines[b["run"]])
         lines[b["run"]] += b["n"]
@@ -336,10 +326,10 @@ def load_runs(
         .filter(F.col("_rn") <= malformed_limit)
         .collect()
     )
-    malformed_count = {r.index: len(malformed[r.index]) for r in runs}  # meta.json problems
+    malformed_count = {r.index: len(malformed[r.index]) for r in sources}  # meta.json problems
     counted: set[int] = set()
     for row in sorted(bad_rows, key=lambda r: (r["run"], r["_block"], r["_mid"])):
-        r = runs[row["run"]]
+        r = sources[row["run"]]
         line = line_of(r.index, row["_block"], row["_mid"])
         reason = explain(row["_text"], row["_reason"])
         if line == lines[r.index] and reason.startswith("invalid JSON"):
@@ -362,4 +352,4 @@ def load_runs(
             *ANALYSED,
         )
     )
-    return Loaded(spark, runs, events, parsed, lines, malformed, malformed_count)
+    return Loaded(spark, sources, events, parsed, lines, malformed, malformed_count)

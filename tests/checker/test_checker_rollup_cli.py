@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from pytest_elr.analysis.__main__ import main
-from pytest_elr.analysis.rollup import rollup_runs
-from pytest_elr.analysis.synth import History, clean_history, generate, meta, write_history
+from pytest_elr.checker.__main__ import main
+from pytest_elr.checker.rollup import rollup_runs
+from pytest_elr.checker.synth import SyntheticHistory, clean_history, generate, meta, write_history
 
 
-def _faulty(lose: bool) -> History:
+def _faulty(lose: bool) -> SyntheticHistory:
     """Leader 1 is powered off at t=10; leaderless at 10.5, broker 2 leads from 12 with ISR [2]
     until ISR [2, 3] at 15; the run ends at 20."""
-    h = History().observe(1, [1, 2, 3], 0)  # t=0.1
+    h = SyntheticHistory().observe(1, [1, 2, 3], 0)  # t=0.1
     for i in range(3):
         h.send(i, i)
     h.at(9.9).fault("power_off", broker=1)  # t=10
@@ -45,8 +45,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def test_rollup(spark: Any, runs: list[str]) -> None:
-    verdicts, rows = rollup_runs(runs, spark=spark)
-    assert [v.valid for v in verdicts] == [True, False, True]
+    findings, rows = rollup_runs(runs, spark=spark)
+    assert [v.valid for v in findings] == [True, False, True]
     kafka, model = rows  # sorted by (scenario, backend, ...)
     assert (model.scenario, model.backend, model.runs, model.passes) == ("s1", "model", 2, 1)
     assert model.anomalies["lost"] == 1 and model.runs_with["lost"] == 1
@@ -67,8 +67,8 @@ def test_cli(spark: Any, runs: list[str], tmp_path: Path, capsys: pytest.Capture
     # the parent directory is searched for runs
     assert main([str(Path(runs[0]).parent), "--rollup", "--json", str(out), "--no-progress"]) == 1
     doc = json.loads(out.read_text())
-    assert [v["run_id"] for v in doc["verdicts"]] == ["a", "b", "c"]
-    assert doc["verdicts"][1]["anomalies"]["lost"]["count"] == 1
+    assert [v["run_id"] for v in doc["findings"]] == ["a", "b", "c"]
+    assert doc["findings"][1]["anomalies"]["lost"]["count"] == 1
     assert len(doc["rollup"]) == 2
     printed = capsys.readouterr().out
     assert "INVALID" in printed and "lost: 1" in printed and "rollup" in printed
@@ -77,7 +77,7 @@ def test_cli(spark: Any, runs: list[str], tmp_path: Path, capsys: pytest.Capture
 
 
 def test_synthetic_history(spark: Any, tmp_path: Path) -> None:
-    from pytest_elr.analysis.verdict import check_run
+    from pytest_elr.checker.job import check_run
 
     info = generate(str(tmp_path / "syn"), 2000, lose=5, partitions=2, tasks=2)
     assert info["lost"] == 5

@@ -1,0 +1,46 @@
+"""The checker: judges a run's history and gives its :class:`~.verdict.Verdict`.
+
+Two checkers answer the same question. ``spark`` (the default under pytest) runs the PySpark job of
+:mod:`.job` on the run directory: lost, unseen, duplicate, inconsistent offsets, regressions
+(``python -m pytest_elr.checker RUN_DIR... [--rollup]`` is the same job from the command line, and
+rolls runs up). ``inline`` (:mod:`.inline`) reads the in-memory events in Python: only
+acknowledged-but-never-read. Either one, judging a history on disk, saves its verdict there
+(``verdict.json``) so that a report built later shows what was judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytest_elr.checker.inline import check_history
+from pytest_elr.checker.verdict import Verdict
+from pytest_elr.core.history import History
+
+__all__ = ["CHECKERS", "Checker", "Verdict", "check_history", "inline_checker", "spark_checker"]
+
+Checker = Callable[[History], Verdict]
+#: examples the spark checker keeps per anomaly kind: every lost record of a scenario-sized run is
+#: named (the report marks each on its timeline), a soak-sized history stops there
+SPARK_EXAMPLES = 1000
+
+
+def inline_checker(history: History) -> Verdict:
+    return _saved(history, check_history(history.events))
+
+
+def spark_checker(history: History) -> Verdict:
+    """The Spark job over the run directory written so far."""
+    from pytest_elr.checker.job import check_run  # pyspark is heavy: import on first use
+
+    if history.directory is None:
+        raise ValueError("the spark checker needs the history on disk (a history directory)")
+    return _saved(history, check_run(str(history.directory), examples=SPARK_EXAMPLES).verdict())
+
+
+def _saved(history: History, verdict: Verdict) -> Verdict:
+    if history.directory is not None:
+        verdict.save(history.directory)
+    return verdict
+
+
+CHECKERS: dict[str, Checker] = {"spark": spark_checker, "inline": inline_checker}

@@ -1,0 +1,54 @@
+"""The history format read back in plain Python: every event type, loss evidence, the fault bit, a saved verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_elr.checker import check_history
+from pytest_elr.checker.synth import SyntheticHistory, every_event_type, meta, write_history
+from pytest_elr.checker.verdict import Verdict
+from pytest_elr.core.history import EVENT_TYPES, VERDICT_FILE, Run
+from pytest_elr.core.observation import LossEvidence, fault_bit
+
+
+def test_every_event_type_is_read(tmp_path: Path) -> None:
+    run = Run.read(Path(write_history(tmp_path / "all", meta(run_id="all"), every_event_type().events)))
+    assert run.malformed == 0 and {e["type"] for e in run.events} == set(EVENT_TYPES)
+    assert (run.run_id, run.outcome) == ("all", "passed")
+    assert run.losses == [LossEvidence(broker=3, leo_before=1, leo_after=0)]
+
+
+def test_unusable_lines_are_counted_and_skipped(tmp_path: Path) -> None:
+    h = SyntheticHistory().send(0, 0)
+    h.raw("not json\n").raw('{"t": 1.0, "type": "teleport"}\n').raw('{"t": 1.1, "type": "consume", "value": "v0"}\n')
+    run = Run.read(Path(write_history(tmp_path / "r", meta(), h.read(0, "v0").events)))
+    assert run.malformed == 3 and [e["type"] for e in run.events] == ["produce", "produce", "consume"]
+
+
+def test_loss_evidence_round_trips_through_its_event() -> None:
+    loss = LossEvidence(broker=2, leo_before=10, leo_after=7, bytes_lost=300)
+    event = loss.as_event()
+    assert event == {"broker": 2, "leo_before": 10, "leo_after": 7, "records_lost": 3, "bytes_lost": 300}
+    assert LossEvidence.from_event({"type": "loss_evidence", **event}) == loss
+
+
+@pytest.mark.parametrize(("losses", "bit"), [
+    ([], "-"),
+    ([LossEvidence(1, 5, 5), LossEvidence(2, None, None, bytes_lost=0)], "NO"),
+    ([LossEvidence(1, 5, 5), LossEvidence(2, 5, 3)], "yes"),
+    ([LossEvidence(2, None, None, bytes_lost=512)], "yes"),
+])
+def test_fault_bit(losses: list[LossEvidence], bit: str) -> None:
+    assert fault_bit(losses) == bit
+
+
+def test_a_saved_verdict_reads_back(tmp_path: Path) -> None:
+    assert Verdict.load(tmp_path) is None  # no checker judged it
+    verdict = check_history(SyntheticHistory().send(0, 0).send(1, 1).read(0, "v0").events)  # type: ignore[arg-type]
+    verdict.save(tmp_path)
+    assert (tmp_path / VERDICT_FILE).is_file() and Verdict.load(tmp_path) == verdict
+    assert verdict.lost == [("v1", 1)] and verdict.examples() == "v1@1"
+    (tmp_path / VERDICT_FILE).write_text("{broken")
+    assert Verdict.load(tmp_path) is None
