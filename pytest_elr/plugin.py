@@ -3,6 +3,7 @@ and the verdict table at the end of the run."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from _pytest import junitxml  # the JUnit writer's stash key (no public accessor
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend, Session
-from pytest_elr.checker import CHECKERS
+from pytest_elr.checker import CHECKERS, Checker
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
@@ -30,6 +31,8 @@ RESULTS = pytest.StashKey[list[RunResult]]()
 HISTORY_DIR = pytest.StashKey[Path]()
 #: per backend name, what its runs share for the session (e.g. the kafka backend's cluster pool)
 SESSIONS = pytest.StashKey[dict[str, Session | None]]()
+#: set when the settings ask for the Spark checker but pyspark is not installed
+SPARK_MISSING = pytest.StashKey[bool]()
 #: the key under which an xdist worker sends its runs to the controller
 WORKER_RESULTS = "pytest_elr_results"
 
@@ -185,8 +188,21 @@ def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
         xml.add_global_property(f"{item.nodeid}::{key}", value)
 
 
-def _checker(config: pytest.Config) -> Any:
-    return CHECKERS[str(setting(config, "checker"))]
+def _checker(config: pytest.Config) -> Checker:
+    """The checker the settings name; the Spark one needs pyspark (the ``spark`` extra), and a
+    plain ``pip install pytest-elr`` falls back to the inline one, saying so in the summary."""
+    name = str(setting(config, "checker"))
+    if name == "spark" and not _importable("pyspark"):
+        config.stash[SPARK_MISSING] = True
+        name = "inline"
+    return CHECKERS[name]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module blocked in sys.modules (None) or broken
+        return False
 
 
 def _progress_writer(config: pytest.Config) -> Callable[[str], None] | None:
@@ -326,6 +342,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
     checkers = sorted({r.verdict.checker for r in results if r.verdict})
     tr.write_line(f"verdicts by the {', '.join(checkers) or 'no'} checker")
+    if config.stash.get(SPARK_MISSING, False):
+        tr.write_line("(pyspark is not installed, so the inline checker judged: "
+                      "pip install 'pytest-elr[spark]' for the Spark job)")
     for r in results:
         others = {k: n for k, n in (r.verdict.anomalies if r.verdict else {}).items()
                   if n and k not in ("lost", "unseen")}

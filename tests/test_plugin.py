@@ -248,3 +248,13 @@ def test_infrastructure_that_cannot_start_is_an_error_not_a_failure(
     assert case is not None and case.find("error") is not None and case.find("failure") is None
     result.stdout.fnmatch_lines(["*the kafka backend could not run: no Docker engine answers*"])
     assert "Traceback" not in result.stdout.str() and "raise BackendError" not in result.stdout.str()
+
+
+def test_without_pyspark_the_inline_checker_judges_and_says_so(pytester: pytest.Pytester) -> None:
+    """A plain `pip install pytest-elr` has no pyspark: no traceback, the summary names the checker."""
+    shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
+    pytester.makeconftest("import sys\nsys.modules['pyspark'] = None  # as if not installed\n")
+    result = pytester.runpytest_subprocess("--elr-backend=model", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["verdicts by the inline checker",
+                                 "*pyspark is not installed*pip install 'pytest-elr[spark]'*"])
