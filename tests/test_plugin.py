@@ -257,4 +257,4 @@ def test_without_pyspark_the_inline_checker_judges_and_says_so(pytester: pytest.
     result = pytester.runpytest_subprocess("--elr-backend=model", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["verdicts by the inline checker",
-                                 "*pyspark is not installed*pip install 'pytest-elr[spark]'*"])
+                                 "*pyspark is not installed*pip install 'pytest-elr[[]spark[]]'*"])
