@@ -44,9 +44,9 @@ class Run:
 
     @property
     def fault_bit(self) -> str:
-        """As the terminal summary says it: yes (a fault took data), NO (a lossy fault took none), - (none)."""
-        losses = [e for e in self.events if e["type"] == "loss_evidence"]
-        if any((e.get("records_lost") or 0) > 0 or (e.get("bytes_lost") or 0) > 0 for e in losses):
+        """As the terminal summary says it: yes (a fault took records), NO (a lossy fault took none), - (none)."""
+        losses = [e for e in self.events if e["type"] == "loss_evidence" and not e.get("proof")]
+        if any((e.get("records_lost") or 0) > 0 for e in losses):
             return "yes"
         return "NO" if losses else "-"
 

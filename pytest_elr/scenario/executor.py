@@ -554,6 +554,13 @@ class Executor:
                                 proof="presence", **summary)
 
 
+def say_difference(d: Mapping[str, Any]) -> str:
+    """One difference from the model (``Difference.as_dict``) on one line, with its reason if declared."""
+    why = f" -- declared: {d['reason']} [{d['source']}]" if d.get("reason") else ""
+    return (f"step {d['step']} after {d['after']}: {d['field']}: model {_show(d['model'])}, "
+            f"observed {_show(d['observed'])}{why}")
+
+
 def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> list[str]:
     """Every way the observation differs from the expectations, in words."""
     out: list[str] = []
@@ -791,8 +798,18 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> s
     if ex.expected_loss == "found" and not verdict.lost_count:
         return head + ("negative control: acknowledged records should have been lost, "
                        f"but all {verdict.acked} were read back")
+    if ex.expected_loss == "found":
+        problem = unproved_loss(ex, verdict)
+        if problem is not None:
+            return head + problem
+    return None
+
+
+def unproved_loss(ex: Executor, verdict: Verdict) -> str | None:
+    """Why a negative control's loss is not proved by presence: records missing from the final read
+    prove nothing unless an earlier read saw them (a read that stopped short looks the same)."""
     reads = type(ex.backend).read is not Backend.read  # the backend can read before the end
-    if ex.expected_loss == "found" and reads and not ex.lost_by_presence:
-        return head + (f"negative control: {verdict.lost_count} acknowledged records are missing from the final "
-                       "read, but no earlier read saw any of them: the loss is not proved by presence")
+    if reads and not ex.lost_by_presence:
+        return (f"negative control: {verdict.lost_count} acknowledged records are missing from the final read, "
+                "but no earlier read saw any of them: the loss is not proved by presence")
     return None

@@ -200,7 +200,8 @@ class KafkaNode:
         """The log segments (``*.log``) of a partition directory, by base offset, as the node's disk
         holds them now (read inside the container: through the FUSE layer when there is one, which
         Docker's archive API would not see). A missing directory has none."""
-        script = f'for f in {directory}/*.log; do [ -f "$f" ] && echo "${{f##*/}}" && base64 -w0 "$f" && echo; done'
+        script = (f'for f in {directory}/*.log; do [ -f "$f" ] && echo "${{f##*/}}" && base64 -w0 "$f" && echo; '
+                  'done; true')
         lines = self.exec("sh", "-c", script)[1].splitlines()
         return sorted((int(name.split(".")[0]), base64.b64decode(data))
                       for name, data in zip(lines[::2], lines[1::2], strict=False))
