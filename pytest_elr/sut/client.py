@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+import docker.errors
+
 from pytest_elr.sut import admin, produce
 from pytest_elr.sut.admin import PartitionState
-from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError
+from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError, SutError
 from pytest_elr.sut.polling import await_value, poll
 
 if TYPE_CHECKING:
@@ -157,7 +159,11 @@ class ClusterClient:
         log, the state matched on leader, leader epoch, ISR, ELR and LastKnownELR. None when no
         controller's log holds that state yet."""
         for controller in self.cluster.controller_ids:
-            for reg in reversed(self.cluster.metadata_log(controller).registrations(state.topic, state.partition)):
+            try:
+                registrations = self.cluster.metadata_log(controller).registrations(state.topic, state.partition)
+            except (SutError, docker.errors.DockerException):
+                continue  # this controller's log cannot be read right now: unknown, not false
+            for reg in reversed(registrations):
                 if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr) == (
                         state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or ()):
                     return reg.recovering

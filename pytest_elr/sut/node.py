@@ -206,6 +206,17 @@ class KafkaNode:
         return sorted((int(name.split(".")[0]), base64.b64decode(data))
                       for name, data in zip(lines[::2], lines[1::2], strict=False))
 
+    def read_file(self, path: str) -> bytes:
+        """A file of the container's own filesystem, binary, through Docker's archive API (a file
+        under a FUSE mount is not seen there: ``segment_files`` reads those)."""
+        stream, _ = self.container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            extracted = tar.extractfile(member) if member is not None else None
+            if extracted is None:
+                raise NodeCommandError(f"{self.name}: {path} is not a regular file")
+            return extracted.read()
+
     def log_since_start(self, needle: str) -> list[str]:
         """Lines of the JVM's log since its latest start that contain ``needle``."""
         script = f"tac {SERVER_LOG} | sed '/^{START_MARKER}/q' | grep -F -- \"$1\" | tac"
