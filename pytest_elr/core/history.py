@@ -150,9 +150,7 @@ class Run:
 
     @property
     def losses(self) -> list[LossEvidence]:
-        # A proof of loss by presence is an event of the same type about records, not a fault's victim.
-        return [LossEvidence.from_event(e) for e in self.events
-                if e["type"] == "loss_evidence" and not e.get("proof")]
+        return [LossEvidence.from_event(e) for e in self.events if e["type"] == "loss_evidence"]
 
 
 def read_meta(path: Path) -> dict[str, Any]:
