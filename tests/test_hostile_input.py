@@ -69,3 +69,41 @@ def test_bad_options_are_usage_errors_before_any_test(option: str, fragment: str
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert fragment in result.stderr.str()
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_a_hostile_name_never_writes_outside_the_history_dir(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    history = tmp_path / "hist"
+    body = "cluster: {brokers: 1}\ntopic: {replicas: [0], min_insync_replicas: 1}\nsteps: [{at: T0}]\n"
+    pytester.makefile(".elr.yaml", a='name: "../../escaped"\nprofiles: [kafka]\n' + body,
+                      b=f'name: "{tmp_path}/absolute"\nprofiles: [kafka]\n' + body)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", f"--elr-history-dir={history}")
+    result.assert_outcomes(passed=2)
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["hist"], written  # nothing beside the history dir
+    assert len(list(history.iterdir())) == 2
+
+
+def test_every_failing_step_is_reported_and_finale_false_explains_a_loss(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".elr.yaml", twice="""\
+cluster: {brokers: 3}
+topic: {replicas: [0, 1, 2], min_insync_replicas: 2}
+profiles: [kafka]
+steps:
+  - at: T0
+    do: [{isolate: 0}]
+    expect: {leader: 2}
+  - at: T1
+    expect: {isr: [0]}
+""", stopped="""\
+cluster: {brokers: 1}
+topic: {replicas: [0], min_insync_replicas: 1}
+profiles: [kafka]
+finale: false
+steps:
+  - {at: T0, do: [{produce: 3}, {crash: 0}]}
+""")
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "step T0 (" in out and "step T1 (" in out and "(2 steps failed)" in out, out
+    assert "finale: false left brokers [0] stopped or paused" in out, out
