@@ -116,7 +116,7 @@ class ClusterHandle:
         """Heal everything, read the partition back, and judge the acks=all records."""
         ex = self._executor
         ex.finale()
-        for record in ex.backend.drain():
+        for record in ex.backend.drain().records:
             self.history.record("consume", partition=0, offset=record.offset, value=record.value,
                                 reader="drain")
         return check_history(self.history.events)

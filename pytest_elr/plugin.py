@@ -21,7 +21,7 @@ from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun
+from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun, say_difference
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.settings import SETTINGS, add_options, path_setting, setting
@@ -179,6 +179,7 @@ def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
     verdict = result.verdict
     props = {"verdict": _verdict_word(result), "acked": verdict.acked if verdict else 0,
              "read": verdict.read if verdict else 0, "lost": verdict.lost_count if verdict else 0,
+             "disagreements": len(result.disagreements), "declared_differences": len(result.declared),
              "history": str(result.history_dir or "")}
     xml = item.config.stash.get(junitxml.xml_key, None)
     if item.config.getini("junit_family") == "xunit1" or xml is None:
@@ -186,6 +187,24 @@ def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
         return
     for key, value in props.items():
         xml.add_global_property(f"{item.nodeid}::{key}", value)
+
+
+def _proof(p: dict[str, Any]) -> str:
+    steps = sorted({r["read_at"] for r in p["records"]})
+    victim = (f"; broker {p['victim']} lost offsets {p['truncated'][0]}-{p['truncated'][1] - 1}"
+              if p.get("truncated") else "")
+    return (f"{p['count']} acknowledged records read at {', '.join(steps)} (served by leader "
+            f"{', '.join(map(str, p['served_by'])) or '?'}) are absent from the final read{victim}")
+
+
+def _differences(tr: Any, results: list[RunResult], kind: str, title: str) -> None:
+    """Every difference from the model of one kind, with where it was seen and, if declared, why."""
+    found = [(r, d) for r in results for d in getattr(r, kind)]
+    if not found:
+        return
+    tr.write_line(f"{title} ({len(found)}):")
+    for r, d in found:
+        tr.write_line(f"  {r.scenario} [{r.profile}] {say_difference(d)}")
 
 
 def _checker(config: pytest.Config) -> Checker:
@@ -350,6 +369,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                   if n and k not in ("lost", "unseen")}
         if others:
             tr.write_line(f"  {r.scenario} [{r.profile}]: also {others}")
+    for r in results:
+        for proof in r.lost_by_presence:
+            tr.write_line(f"  {r.scenario} [{r.profile}]: loss proved by presence: {_proof(proof)}")
+    _differences(tr, results, "declared", "declared differences from the model")
+    _differences(tr, results, "disagreements", "DISAGREEMENTS with the model (each failed its step)")
     dirs = {str(r.history_dir.parent) for r in results if r.history_dir}
     for d in sorted(dirs):
         tr.write_line(f"histories: {d}")

@@ -7,6 +7,12 @@ and subclass :class:`Backend`; the same YAML runs on every backend.
 
 Required: ``name``, ``profiles``, ``start``, ``apply`` (one handler per action kind, listed by
 ``handled_actions``), ``observe``, ``drain``, ``close``. Everything else has a default here.
+
+Unless the backend *is* the model (``own_model``), the executor holds every observation to the
+model's prediction: after each fault every field of :class:`Observation` it reads (leader, ISR,
+ELR, LastKnownELR, fenced, held, recovering), and every produce's outcome in the words of
+:mod:`pytest_elr.core.outcomes`. A field the backend cannot read goes in ``cannot_observe``: it is
+then compared with nothing, and a scenario that expects it is refused (never a vacuous pass).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pytest_elr.actions import Action
-from pytest_elr.core.observation import ConsumedRecord, Observation, Result
+from pytest_elr.core.observation import Observation, Read, Result
 
 if TYPE_CHECKING:
     from pytest_elr.core.history import History
@@ -40,6 +46,8 @@ class Backend(ABC):
     settles_instantly: ClassVar[bool] = False
     #: the Kafka release under test, when there is one (written into each history)
     kafka_version: str | None = None
+    #: fields of Observation this backend cannot read (e.g. ``recovering``)
+    cannot_observe: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, session: Session | None = None, version: str | None = None) -> None:
         """``session``: what ``new_session`` made for this pytest session; ``version``: the release of
@@ -69,8 +77,9 @@ class Backend(ABC):
         """The partition's state, read from the system (never inferred)."""
 
     @abstractmethod
-    def drain(self) -> list[ConsumedRecord]:
-        """Read the partition from the beginning up to the HWM (what a consumer can see)."""
+    def drain(self) -> Read:
+        """Read the partition from the beginning up to the final HWM (what a consumer can see). A
+        read that stops short of the HWM (``end_offset``) is a harness error, never a loss."""
 
     @abstractmethod
     def close(self) -> None:
@@ -95,6 +104,12 @@ class Backend(ABC):
     def nudge(self) -> None:
         """Make a lagging follower visibly lag (Kafka shrinks the ISR only of a follower *behind*).
         In-process backends have nothing to do."""
+        return None
+
+    def read(self, start: int) -> Read | None:
+        """What a consumer reads now from offset ``start`` up to the HWM: the executor reads after
+        each step, so a record that disappears later is proved lost by having been seen. None: the
+        backend cannot read before the end (losses are then judged by absence only)."""
         return None
 
     def unsynced_bytes(self) -> dict[int, int]:

@@ -48,9 +48,12 @@ from pytest_elr.backends.kafka_pool import ClusterPool
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
 from pytest_elr.core.nodes import CONTROLLER, Node
-from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Result
+from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Read, Result
+from pytest_elr.core.outcomes import classify
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.faults import Faults
+from pytest_elr.faults.evidence import PowerOffRecord
+from pytest_elr.sut.admin import PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
 from pytest_elr.sut.errors import KafkaProtocolError, SutError
@@ -62,6 +65,8 @@ IMAGE_ENV = "PYTEST_ELR_KAFKA_IMAGE"  # use this node image instead of the one b
 PRODUCE_TIMEOUT_S = 15.0
 OBSERVER_ID = 900  # below the controllers' ids (1000+) and above any scenario broker (0-99)
 DRAIN_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 10.0  # a read at a step's end, for the proof of presence
+OBSERVE_TRIES = 5  # reads of the partition until two agree around the fenced set
 
 # How the controller logs the AlterPartition requests it refuses (Kafka exposes no counter):
 # KIP-903's broker-epoch check, and the partition-epoch check that runs before it.
@@ -98,6 +103,8 @@ class KafkaBackend(Backend):
         self._controllers: list[int] = []
         self._powered_off: set[int] = set()
         self._workload: BackgroundProducer | None = None
+        # LeaderRecoveryState last read, and the partition state it was read for
+        self._recovery_read: tuple[tuple[object, ...], bool | None] | None = None
 
     @classmethod
     def new_session(cls) -> ClusterPool[Any]:
@@ -209,10 +216,15 @@ class KafkaBackend(Backend):
 
     @_do.register
     def _(self, action: ReplaceDisk) -> Result:
-        before = self._leo(action.broker)
-        self.faults.process.replace_disk(action.broker)
+        """The new disk's log end is measured, not assumed: read from the disk before the JVM
+        starts, and from the broker once it serves (it may have fetched by then)."""
+        process, tp = self.faults.process, (self.topic, 0)
+        before = self.client.local_leo(action.broker, tp)
+        process.replace_disk(action.broker, start=False)
+        after = process.evidence.leo_on_disk(action.broker, tp)
+        process.start(action.broker)
         self._await_registered(action.broker)
-        return [LossEvidence(action.broker, before, 0)]
+        return [LossEvidence(action.broker, before, after, leo_restart=self.client.local_leo(action.broker, tp))]
 
     @_do.register
     def _(self, action: Pause) -> Result:
@@ -250,9 +262,18 @@ class KafkaBackend(Backend):
     def _power_off(self, broker: int) -> LossEvidence:
         record = self.faults.process.power_off(broker, topics=[self.topic])
         self._powered_off.add(broker)
-        prefix = f"{self.topic}-0/"
-        dropped = sum(n for path, n in record.unsynced_files.items() if path.lstrip("/").startswith(prefix))
-        return LossEvidence(broker, record.leo_before.get((self.topic, 0)), None, bytes_lost=dropped)
+        return self._evidence(record)
+
+    def _evidence(self, record: PowerOffRecord) -> LossEvidence:
+        """The partition's log end before the cut, on the disk after it, and (once restarted) as the
+        broker loaded it -- its log line, else its first ListOffsets answer (a lower bound: by then
+        a follower may have re-fetched). Bytes only of the partition's segment files, for the record."""
+        tp, prefix = (self.topic, 0), f"{self.topic}-0/"
+        dropped = sum(n for path, n in record.unsynced_files.items()
+                      if path.lstrip("/").startswith(prefix) and path.endswith(".log"))
+        restart = record.leo_loaded.get(tp)
+        return LossEvidence(record.node, record.leo_before.get(tp), record.leo_on_disk.get(tp), bytes_lost=dropped,
+                            leo_restart=restart if restart is not None else record.leo_after.get(tp))
 
     def _restart(self, broker: int) -> list[LossEvidence] | None:
         if broker not in self._powered_off:
@@ -261,12 +282,7 @@ class KafkaBackend(Backend):
             return None
         self._powered_off.discard(broker)
         record = self.faults.process.power_on(broker)
-        if record is None:
-            return None
-        tp = (self.topic, 0)
-        # Read as soon as the broker answers; a follower that reaches its leader may already have
-        # re-fetched part of what it lost, so this is a lower bound of the loss.
-        return [LossEvidence(broker, record.leo_before.get(tp), record.leo_after.get(tp))]
+        return [self._evidence(record)] if record is not None else None
 
     def _await_registered(self, broker: int) -> None:
         """The model registers a restarted broker at once; Kafka only after its old session (which
@@ -275,12 +291,6 @@ class KafkaBackend(Backend):
             self.client.wait_serving(broker, timeout_s=30 + 2 * self.session_timeout_ms / 1000)
         except SutError as exc:
             raise BackendError(str(exc)) from None
-
-    def _leo(self, broker: int) -> int | None:
-        try:
-            return self.client.offsets(self.topic, via=OBSERVER_ID).leo.get(broker)
-        except KafkaProtocolError:
-            return None
 
     # --- workload ----------------------------------------------------------------------------
 
@@ -323,8 +333,9 @@ class KafkaBackend(Backend):
 
         def record(op: str, ident: int, value: str, offset: int | None, error: str | None) -> None:
             if history is not None:
+                word = {} if op == "invoke" else {"outcome": classify(error, acks)}
                 history.record("produce", op=op, id=ident, value=value, acks=acks, partition=0,
-                               offset=offset, error=error, **({"tick": True} if tick else {}))
+                               offset=offset, error=error, **word, **({"tick": True} if tick else {}))
 
         def delivered(ident: int, value: str) -> Any:
             def callback(err: KafkaError | None, msg: Any) -> None:
@@ -361,11 +372,19 @@ class KafkaBackend(Backend):
     # --- observation -------------------------------------------------------------------------
 
     def observe(self) -> Observation:
+        """One consistent view: the partition is read before and after the fenced set, and again
+        until both reads agree (the observer's metadata may change between two requests, and a
+        torn view -- an old leader beside the new fenced set -- is no state the cluster was in)."""
         client, network = self.client, self.faults.network
         try:
             p = client.describe_partition(self.topic, via=OBSERVER_ID)
-            fenced = client.fenced_brokers(via=OBSERVER_ID)
-            offsets = client.offsets(self.topic, via=OBSERVER_ID)
+            for _ in range(OBSERVE_TRIES):
+                fenced = client.fenced_brokers(via=OBSERVER_ID)
+                again = client.describe_partition(self.topic, via=OBSERVER_ID)
+                if again == p:
+                    break
+                p = again
+            offsets = client.offsets(self.topic, state=p)
         except KafkaProtocolError as exc:
             raise BackendError(f"cannot observe the cluster: {exc}") from None
         return Observation(
@@ -373,8 +392,17 @@ class KafkaBackend(Backend):
             elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
             fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
+            recovering=self._recovering(p),
             held=tuple(sorted(s for s in {s for s, _ in network.holds} if network.held_requests(s) > 0)),
         )
+
+    def _recovering(self, p: PartitionState) -> bool | None:
+        """LeaderRecoveryState from the controllers' metadata log, read again only when the
+        partition's state changed (an unclean election and the recovery's end both change it)."""
+        key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr)
+        if self._recovery_read is None or self._recovery_read[0] != key or self._recovery_read[1] is None:
+            self._recovery_read = (key, self.client.leader_recovering(p))
+        return self._recovery_read[1]
 
     def unsynced_bytes(self) -> dict[int, int]:
         """Per broker, the bytes its disk layer holds that a power off would lose right now."""
@@ -398,12 +426,18 @@ class KafkaBackend(Backend):
                         counts[code] += text in line
         return counts
 
-    def drain(self) -> list[ConsumedRecord]:
+    def drain(self) -> Read:
         self.stop_workload()
         result = drain(self._bootstrap(), self.topic, None, timeout_s=DRAIN_TIMEOUT_S,
                        skip=lambda v: v.startswith("tick"),
                        min_offset=max_acked_offset(self.history) if self.history is not None else None)
-        return [ConsumedRecord(r.offset, r.value) for r in result.records]
+        return Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
+
+    def read(self, start: int) -> Read:
+        """From ``start`` up to the HWM, as a consumer sees it now."""
+        result = drain(self._bootstrap(), self.topic, None, start=start, timeout_s=READ_TIMEOUT_S,
+                       settle_s=1.0, skip=lambda v: v.startswith("tick"))
+        return Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
 
 
 def _ref(node: Node) -> int | str:

@@ -8,7 +8,8 @@ from typing import ClassVar
 from pytest_elr.actions import Action
 from pytest_elr.backends.base import Backend, Session
 from pytest_elr.core.history import History
-from pytest_elr.core.observation import ConsumedRecord, Observation, Result
+from pytest_elr.core.observation import Observation, Read, Result
+from pytest_elr.core.outcomes import classify
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model import build_model
 from pytest_elr.model.cluster import ModelCluster
@@ -63,8 +64,15 @@ class ModelBackend(Backend):
         self._seen_errors = len(model.protocol_errors)
         return errors
 
-    def drain(self) -> list[ConsumedRecord]:
-        return self._model().drain()
+    def drain(self) -> Read:
+        return self.read(0)
+
+    def read(self, start: int) -> Read:
+        model = self._model()
+        leader = model.leader_replica()
+        if leader is None or model.part.leader in model.fenced:
+            return Read([], None)  # no leader to read from
+        return Read(model.drain()[start:], leader.hwm)
 
     def close(self) -> None:
         self.model = None
@@ -95,8 +103,10 @@ class ModelBackend(Backend):
                 break
             if send.status == "ok":
                 history.record("produce", op="ok", id=self._sends_recorded, value=send.value,
-                               acks=send.acks, partition=0, offset=send.offset, error=None)
+                               acks=send.acks, partition=0, offset=send.offset, error=None,
+                               outcome=classify(None, send.acks))
             elif send.status == "fail":
                 history.record("produce", op="fail", id=self._sends_recorded, value=send.value,
-                               acks=send.acks, partition=0, offset=None, error=send.error)
+                               acks=send.acks, partition=0, offset=None, error=send.error,
+                               outcome=classify(send.error, send.acks))
             self._sends_recorded += 1

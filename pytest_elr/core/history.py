@@ -150,7 +150,9 @@ class Run:
 
     @property
     def losses(self) -> list[LossEvidence]:
-        return [LossEvidence.from_event(e) for e in self.events if e["type"] == "loss_evidence"]
+        # A proof of loss by presence is an event of the same type about records, not a fault's victim.
+        return [LossEvidence.from_event(e) for e in self.events
+                if e["type"] == "loss_evidence" and not e.get("proof")]
 
 
 def read_meta(path: Path) -> dict[str, Any]:

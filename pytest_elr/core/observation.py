@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pytest_elr.core.outcomes import INDETERMINATE, SENT, UNAVAILABLE, classify
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,8 @@ class Observation:
     fenced: tuple[int, ...]
     hwm: int | None
     leo: dict[int, int] = field(default_factory=dict)
-    recovering: bool = False
+    #: LeaderRecoveryState RECOVERING (after an unclean election); None: not read (yet)
+    recovering: bool | None = False
     # Leaders whose AlterPartition is held on its way to the controller (a `slow` link to it).
     held: tuple[int, ...] = ()
 
@@ -52,6 +56,17 @@ class ProduceOutcome:
     def errors(self) -> set[str]:
         return set(self.failed)
 
+    def words(self) -> dict[str, int]:
+        """Records per outcome word (:mod:`pytest_elr.core.outcomes`), as the client saw them when
+        the produce returned: a record still waiting for its answer then is one a client times out on."""
+        out: Counter[str] = Counter()
+        out[classify(None, self.acks)] += self.acked
+        for error, n in self.failed.items():
+            out[classify(error, self.acks)] += n
+        out[UNAVAILABLE] += self.pending
+        out[SENT if self.acks == "0" else INDETERMINATE] += self.sent - sum(out.values())
+        return {word: n for word, n in sorted(out.items()) if n > 0}
+
 
 @dataclass(frozen=True)
 class ConsumedRecord:
@@ -61,17 +76,21 @@ class ConsumedRecord:
 
 @dataclass(frozen=True)
 class LossEvidence:
-    """What a lossy shutdown took from its victim.
+    """What a lossy shutdown took from its victim, measured on the partition's records.
 
-    The model knows both log end offsets at once. A real broker's log end offset after the cut is
-    only known once it restarts, so the kafka backend reports the bytes of the partition's files
-    the disk layer dropped at the cut, and the offsets again at the restart.
+    ``leo_before``: the victim's log end offset just before the cut; ``leo_after``: the log end its
+    surviving records make right after the cut (the model knows it; the kafka backend reads the
+    partition's segment files on the victim's disk, as Kafka's log recovery will); ``leo_restart``:
+    the log end the victim itself reports once restarted, before it fetches anything (None until
+    then). ``bytes_lost``: bytes of the partition's segment files the disk layer dropped, for the
+    record only: the fault bit is measured in records.
     """
 
     broker: int
     leo_before: int | None
     leo_after: int | None
     bytes_lost: int | None = None
+    leo_restart: int | None = None
 
     @property
     def records_lost(self) -> int | None:
@@ -80,20 +99,36 @@ class LossEvidence:
         return self.leo_before - self.leo_after
 
     @property
+    def truncated(self) -> tuple[int, int] | None:
+        """The offsets the victim lost, ``[first, end)`` (None: unmeasured or none lost)."""
+        if not (self.records_lost or 0) > 0:
+            return None
+        return self.leo_after, self.leo_before  # type: ignore[return-value]
+
+    @property
     def bit(self) -> bool:
-        """True when the fault demonstrably took data from the victim."""
-        return (self.records_lost or 0) > 0 or (self.bytes_lost or 0) > 0
+        """True when the fault demonstrably took records from the victim."""
+        return (self.records_lost or 0) > 0
 
     def as_event(self) -> dict[str, int | None]:
         """The fields of the history's ``loss_evidence`` event."""
         return {"broker": self.broker, "leo_before": self.leo_before, "leo_after": self.leo_after,
-                "records_lost": self.records_lost, "bytes_lost": self.bytes_lost}
+                "leo_restart": self.leo_restart, "records_lost": self.records_lost, "bytes_lost": self.bytes_lost}
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> LossEvidence:
         """Back from a ``loss_evidence`` event (``records_lost`` follows from the two offsets)."""
-        return cls(broker=event["broker"], leo_before=event.get("leo_before"),
-                   leo_after=event.get("leo_after"), bytes_lost=event.get("bytes_lost"))
+        return cls(broker=event["broker"], leo_before=event.get("leo_before"), leo_after=event.get("leo_after"),
+                   bytes_lost=event.get("bytes_lost"), leo_restart=event.get("leo_restart"))
+
+
+@dataclass(frozen=True)
+class Read:
+    """Records a consumer read from the partition, and how far the read got."""
+
+    records: list[ConsumedRecord]
+    #: one past the last offset the read reached (tick records skipped included); None: no leader to read
+    end_offset: int | None
 
 
 FaultBit = Literal["yes", "NO", "-"]

@@ -1,21 +1,28 @@
 """Evidence that a power cut bit: what the broker had before, what the layer dropped, what came back.
 
-Read from the cluster, never inferred: the broker's FUSE layer reports its unsynced bytes per file
-(``fs-stats``) and the broker its own log end offset per partition (ListOffsets with the debugging
-replica id), before the cut and again as soon as the restarted broker answers.
+Read from the cluster, never inferred, and counted in records: the broker's own log end offset per
+partition (ListOffsets with the debugging replica id) just before the cut; the log end the
+partition's segment files on its disk make right after the cut (parsed as Kafka's log recovery
+reads them, :mod:`pytest_elr.sut.record_batches`); the log end the restarted broker reports when it
+loads the log (its ``Completed load of Log`` line, written before it can fetch anything), and as
+soon as it answers ListOffsets. The FUSE layer's unsynced bytes per file (``fs-stats``) are kept
+too, but bytes are not records: index files are preallocated, so their bytes say nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_elr.sut.client import ClusterClient
+from pytest_elr.sut.config import DATA_DIR
 from pytest_elr.sut.errors import KafkaProtocolError
 from pytest_elr.sut.polling import poll
+from pytest_elr.sut.record_batches import log_end_offset
 
 if TYPE_CHECKING:
     from pytest_elr.sut.cluster import KafkaCluster
@@ -41,6 +48,10 @@ class PowerOffRecord:
     leo_before: dict[Partition, int | None]
     leo_after: dict[Partition, int | None] = field(default_factory=dict)
     restart_seconds: float | None = None  # power_on: start until every LEO answers
+    #: per partition of ``leo_before``: the log end its segment files on disk make right after the cut
+    leo_on_disk: dict[Partition, int | None] = field(default_factory=dict)
+    #: per partition: the log end the restarted broker loaded (its log line; None: not found)
+    leo_loaded: dict[Partition, int | None] = field(default_factory=dict)
 
     @property
     def records_lost(self) -> dict[Partition, int]:
@@ -89,10 +100,30 @@ class PowerOffEvidence:
         return BeforeCut(files, {tp: self.client.local_leo(node, tp) for tp in sorted(parts)})
 
     def cut(self, node: int, before: BeforeCut, seconds: float, reply: dict[str, Any]) -> PowerOffRecord:
-        """The record of a cut that took ``seconds``; ``reply`` is the layer's (``dropped_bytes``)."""
-        record = PowerOffRecord(node, seconds, int(reply["dropped_bytes"]), before.unsynced_files, before.leo)
+        """The record of a cut that took ``seconds``; ``reply`` is the layer's (``dropped_bytes``).
+        Reads what the partitions' segment files on the node's disk hold now."""
+        record = PowerOffRecord(node, seconds, int(reply["dropped_bytes"]), before.unsynced_files, before.leo,
+                                leo_on_disk={tp: self.leo_on_disk(node, tp) for tp in before.leo})
         self.records.append(record)
         return record
+
+    def leo_on_disk(self, node: int, tp: Partition) -> int | None:
+        """The log end the partition's segment files on ``node``'s disk make (0: no segment; None:
+        the disk could not be read). Read while the JVM is down, this is what its recovery will find."""
+        try:
+            return log_end_offset(self.cluster.node(node).segment_files(f"{DATA_DIR}/{tp[0]}-{tp[1]}"))
+        except Exception:  # a container that does not answer: unmeasured, not zero
+            return None
+
+    def leo_loaded(self, node: int, tp: Partition) -> int | None:
+        """The log end ``node`` loaded for ``tp`` at its latest start, from its own log line
+        (``Completed load of Log(dir=.../topic-p, ..., logEndOffset=N)``), written before it fetches."""
+        needle = f"Completed load of Log(dir={DATA_DIR}/{tp[0]}-{tp[1]},"
+        for line in reversed(self.cluster.node(node).log_since_start(needle)):
+            found = re.search(r"logEndOffset=(\d+)", line)
+            if found:
+                return int(found.group(1))
+        return None
 
     def latest(self, node: int) -> PowerOffRecord | None:
         return next((r for r in reversed(self.records) if r.node == node), None)
@@ -114,4 +145,5 @@ class PowerOffEvidence:
                  timed_out=lambda missing: TimeoutError(f"no LEO of {missing} from broker {record.node}"))
         record.leo_after.update(leos)
         record.restart_seconds = time.monotonic() - started
+        record.leo_loaded.update({tp: self.leo_loaded(record.node, tp) for tp in record.leo_before})
         return record

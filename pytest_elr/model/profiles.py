@@ -50,6 +50,17 @@ class Rules:
 
 
 @dataclass(frozen=True)
+class Deviation:
+    """A documented difference between the system a profile describes and this model of it, which
+    the executor accepts (and reports) instead of failing: the ``field`` of the observation (or
+    ``produce``, ``caught_up``) that may differ, why, and the measurement or source that shows it."""
+
+    field: str
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     elr: bool
@@ -61,6 +72,8 @@ class Profile:
     #: first, with INVALID_UPDATE_VERSION, before KIP-903's broker-epoch check is reached).
     directory_ids: bool = False
     description: str = ""
+    #: differences from the real system the model does not reproduce (docs/model.md)
+    deviations: tuple[Deviation, ...] = ()
 
     def with_unclean_recovery(self, strategy: UncleanRecovery | None) -> Profile:
         if self.unclean_recovery is None:

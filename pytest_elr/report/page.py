@@ -230,13 +230,24 @@ def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisM
 
 
 def _findings(run: Run) -> str:
-    found = [e for e in run.events if e["type"] in ("violation", "disagreement", "model_error", "backend_error")]
+    kinds = ("violation", "disagreement", "declared_difference", "loss_evidence", "model_error", "backend_error")
+    found = [e for e in run.events if e["type"] in kinds and (e["type"] != "loss_evidence" or e.get("proof"))]
     if not found:
         return ""
-    items = "".join(f"<li><b>{escape(str(e.get('step')))}</b> {escape(e['type'])}: "
-                    f"{escape(str(e.get('message') or e.get('differences') or ''))}</li>" for e in found[:20])
+    items = "".join(f"<li><b>{escape(str(e.get('step')))}</b> {escape(e['type'].replace('_', ' '))}: "
+                    f"{escape(_finding(e))}</li>" for e in found[:20])
     more = f"<li>… and {len(found) - 20} more</li>" if len(found) > 20 else ""
     return f'<ul class="findings">{items}{more}</ul>'
+
+
+def _finding(e: dict[str, object]) -> str:
+    if e["type"] == "declared_difference":
+        return (f"after {e.get('after')}, {e.get('field')}: model {e.get('model')}, observed {e.get('observed')} "
+                f"-- {e.get('reason')} [{e.get('source')}]")
+    if e["type"] == "loss_evidence":  # a loss proved by presence
+        return (f"{e.get('count')} acknowledged records an earlier read saw (served by {e.get('served_by')}) are "
+                f"absent from the final read; broker {e.get('victim')} lost offsets {e.get('truncated')}")
+    return str(e.get("message") or e.get("differences") or "")
 
 
 def _steps(run: Run) -> str:

@@ -213,13 +213,11 @@ def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> 
                         links -= healed if args.get("links") else set(links)
                         if not links:
                             interval.x1 = x
-        elif kind == "loss_evidence":
+        elif kind == "loss_evidence" and not e.get("proof"):  # (a proof by presence is listed, not drawn)
             n, broker = e.get("records_lost"), _ints([e.get("broker")])
-            tip = (f"broker {e.get('broker')} log shrank: LEO {e.get('leo_before')} → {e.get('leo_after')}, "
-                   f"bytes lost {e.get('bytes_lost')}")
-            nbytes = e.get("bytes_lost")
-            # a real broker's records are only counted once it is back: until then its dropped bytes say it
-            label = f"−{n}" if n else (f"−{nbytes} B" if nbytes else ("−0" if n == 0 else "lost ?"))
+            tip = (f"broker {e.get('broker')} log shrank: LEO {e.get('leo_before')} → {e.get('leo_after')}"
+                   + (f", {e.get('leo_restart')} at restart" if e.get("leo_restart") is not None else ""))
+            label = f"−{n}" if n else ("−0" if n == 0 else "lost ?")
             tl.marks.append(Mark(x, "loss", label, tip, broker[0] if broker else None))
         elif kind in ("violation", "disagreement", "model_error", "backend_error"):
             text = e.get("message") or e.get("differences") or kind

@@ -1,44 +1,84 @@
-"""Run a scenario on a backend: actions, eventual expectations, invariants, final verdict.
+"""Run a scenario on a backend: actions, the oracle, eventual expectations, invariants, verdict.
 
 The executor is the *schedule* of Jepsen's vocabulary: it walks the steps, hands each action to
 the backend (the faults and the workload), checks what the backend observes, and ends with the
 checker's verdict on the history.
+
+Unless the backend is the model, the system is held to the model after every action: each fault
+is followed by a settle (polled until every field the backend observes agrees with the model's
+prediction, or the settle timeout passes) and each produce's outcome is compared with the model's,
+record by record. A difference that persists fails the step with both states, unless the step
+(``differs:``) or the profile (``Profile.deviations``) declares it with a reason; declared
+differences that occurred are kept in the history and the result.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume
+from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume, SetMinIsr
 from pytest_elr.backends.base import Backend
 from pytest_elr.checker import Checker, Verdict, inline_checker
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
-from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, fault_bit
+from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, Read, fault_bit
+from pytest_elr.core.outcomes import OUTCOMES, error_name
 from pytest_elr.model import build_model, invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
+from pytest_elr.model.controller import effective_min_isr
+from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.schema import Scenario, Step
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.25
+#: the fields of an observation the model predicts after every fault
+STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering")
+#: lost records named in one loss_evidence event (the count is always complete)
+MAX_NAMED_LOSSES = 20
 
 
 class ScenarioFailure(AssertionError):
     """The system did not do what the scenario says. The message is the whole report."""
 
 
+@dataclass(frozen=True)
+class Difference:
+    """A field in which the system and the model disagree after an action, once the system had
+    time to settle; ``reason`` and ``source`` when the scenario or the profile declares it."""
+
+    step: str
+    after: str  # the action's kind
+    line: int | None  # the action's line in the scenario
+    field: str
+    observed: Any
+    model: Any
+    observed_state: str  # both whole states when it was seen (describe())
+    model_state: str
+    reason: str | None = None
+    source: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.field}: model {_show(self.model)}, observed {_show(self.observed)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _plain(v) for k, v in asdict(self).items()}
+
+
 @dataclass
 class StepContext:
     hwm_before: int | None
-    produce: ProduceOutcome | None = None
+    produce: ProduceOutcome | None = None  # the step's last produce (a mapping ``produce:`` expectation)
+    produces: list[ProduceOutcome] = field(default_factory=list)  # every produce, in order
     losses: list[LossEvidence] = field(default_factory=list)
     protocol_errors: list[str] = field(default_factory=list)
+    #: undeclared differences from the model: each fails the step
+    differences: list[Difference] = field(default_factory=list)
 
 
 @dataclass
@@ -55,6 +95,11 @@ class RunResult:
     losses: list[LossEvidence]
     history_dir: Path | None
     duration_s: float
+    #: differences from the model: undeclared (each failed its step) and declared (with reasons)
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
+    declared: list[dict[str, Any]] = field(default_factory=list)
+    #: acknowledged acks=all records an earlier read saw and the final read did not
+    lost_by_presence: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fault_bit(self) -> FaultBit:
@@ -78,6 +123,15 @@ class RunResult:
         })
 
 
+@dataclass(frozen=True)
+class Seen:
+    """Where a read before the end found a record."""
+
+    offset: int
+    step: str
+    leader: int | None
+
+
 class Executor:
     def __init__(self, scenario: Scenario, backend: Backend, profile: str, history: History,
                  progress: Callable[[str], None] | None = None):
@@ -92,11 +146,27 @@ class Executor:
         self.losses: list[LossEvidence] = []
         #: brokers whose process an action left down or paused (the finale brings them back)
         self.lifecycle: dict[int, Lifecycle] = {}
-        self.last_hwm: int | None = None
+        #: every known HWM the cluster reported at a step's end, in order (label, HWM)
+        self.hwm_seen: list[tuple[str, int]] = []
+        self.min_isr = scenario.topic.min_insync_replicas
         # The oracle: the backend's own model, or a shadow model fed the same actions.
         self.model: ModelCluster | None = None
         self._shadow = True
         self._background = False  # the executor sends the workload's records around each step
+        self.disagreements: list[Difference] = []
+        self.declared: list[Difference] = []
+        # The step being run: its label and declared differences, for the settle after each action.
+        self._step: Step | None = None
+        self._line: int | None = None
+        #: records reads before the end saw (value -> where), for the proof of loss by presence
+        self.seen: dict[str, Seen] = {}
+        self._read_to = 0
+        self.lost_by_presence: list[dict[str, Any]] = []
+
+    @property
+    def last_hwm(self) -> int | None:
+        """The HWM the cluster reported at the end of the latest step that knew one."""
+        return self.hwm_seen[-1][1] if self.hwm_seen else None
 
     # --- the run -------------------------------------------------------------------------
 
@@ -107,7 +177,9 @@ class Executor:
         own = self.backend.own_model()
         self._shadow = own is None
         self.model = own if own is not None else build_model(s.cluster, s.topic, self.profile)
-        self._observe_and_record()
+        obs = self._observe_and_record()
+        if obs.hwm is not None:
+            self.hwm_seen.append(("start", obs.hwm))
         if s.workload is not None:
             # Real time: a producer for the whole run, or records sent around every step.
             self._background = not self.backend.start_workload(s.workload) and s.workload.per_step > 0
@@ -118,25 +190,40 @@ class Executor:
         s = self.scenario
         if self.model is None:
             self.start()
+        self._refuse_unobservable()
         failures: list[str] = []
         for step in s.steps:
             try:
-                self._step(step)
+                self._step_run(step)
             except ScenarioFailure as exc:
                 failures.append(str(exc))
                 self.history.record("step", phase="end", failed=True)
         if s.finale:
-            self.finale()
+            try:
+                self.finale()
+            except ScenarioFailure as exc:
+                failures.append(str(exc))
         self.history.step = "final"
-        drained = self.backend.drain()
-        for record in drained:
+        final = self.backend.drain()
+        for record in final.records:
             self.history.record("consume", partition=0, offset=record.offset, value=record.value,
                                 reader="drain")
+        self._check_final_read(final)
+        self._prove_losses(final)
         if failures:
             more = f"\n({len(failures)} steps failed)" if len(failures) > 1 else ""
             raise ScenarioFailure("\n".join(failures) + more)
 
-    def _step(self, step: Step) -> None:
+    def _refuse_unobservable(self) -> None:
+        """A step that expects what the backend cannot read would pass vacuously: refused."""
+        blind = self.backend.cannot_observe
+        for step in self.scenario.steps:
+            for key in sorted(set(step.expectations_for(self.profile)) & blind):
+                line = step.key_lines.get(key, step.line)
+                raise ScenarioFailure(f"step {step.label} ({self.scenario.path}:{line}): expects {key}, which the "
+                                      f"{self.backend.name} backend cannot observe (a pass would prove nothing)")
+
+    def _step_run(self, step: Step) -> None:
         started = time.monotonic()
         try:
             obs = self._run_step(step)
@@ -157,87 +244,160 @@ class Executor:
     def _run_step(self, step: Step) -> Observation:
         self.history.step = step.label
         self.history.record("step", phase="begin", line=step.line, note=step.note)
+        self._step = step
         ctx = StepContext(hwm_before=self.last_hwm)
         workload = self.scenario.workload
         background = self._background
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), ctx, record=False)  # type: ignore[union-attr,arg-type]
         for i, action in enumerate(step.actions):
-            line = step.action_lines[i] if i < len(step.action_lines) else step.line
+            self._line = step.action_lines[i] if i < len(step.action_lines) else step.line
             try:
                 self.apply(action, ctx)
             except ModelError as exc:
-                raise ScenarioFailure(f"step {step.label} ({self.scenario.path}:{line}): {action.kind}: "
+                raise ScenarioFailure(f"step {step.label} ({self.scenario.path}:{self._line}): {action.kind}: "
                                       f"the model cannot do it here: {exc}") from None
             except BackendError as exc:
-                raise BackendError(f"step {step.label} ({self.scenario.path}:{line}): {action.kind}: "
+                raise BackendError(f"step {step.label} ({self.scenario.path}:{self._line}): {action.kind}: "
                                    f"{exc}") from None
         ctx.protocol_errors += self.backend.protocol_errors()
         obs = self.await_expectations(step, ctx)
         self.check_invariants(step, obs)
+        self._read_for_presence(step.label, obs)
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), StepContext(None), record=False)  # type: ignore[union-attr,arg-type]
         self.history.record("step", phase="end")
+        self._step = None
         return obs
 
     def apply(self, action: Action, ctx: StepContext, record: bool = True) -> None:
         if record and action.fault:
             self.history.record("fault", **action.describe())
         self.lifecycle.update(action.transitions())
+        if isinstance(action, SetMinIsr):
+            self.min_isr = action.value
         result = self.backend.apply(action)
+        predicted = None
         if self._shadow and self.model is not None:
             try:
-                self.model.apply(action)
+                predicted = self.model.apply(action)
             except ModelError as exc:
                 self.history.record("model_error", message=str(exc))
             if action.settles:
-                self._settle_like_model(action)
+                self._settle_like_model(action, ctx)
         if isinstance(result, ProduceOutcome):
             ctx.produce = result
+            if record:  # the workload's records are no produce of the step's own
+                ctx.produces.append(result)
+            if self._shadow and isinstance(predicted, ProduceOutcome):
+                self._hold_produce_to_model(result, predicted, ctx)
         elif isinstance(result, list):
             for loss in result:
-                ctx.losses.append(loss)
-                self.losses.append(loss)
-                self.history.record("loss_evidence", **loss.as_event(), after=action.kind)
+                self._keep_loss(loss, action, ctx)
 
-    def _settle_like_model(self, action: Action) -> None:
-        """Let a real cluster converge before the next action, as the model does after each one.
+    def _keep_loss(self, loss: LossEvidence, action: Action, ctx: StepContext) -> None:
+        """A lossy action's evidence counts for the step; a restart's completes the cut's."""
+        self.history.record("loss_evidence", **loss.as_event(), after=action.kind)
+        if action.lossy:
+            ctx.losses.append(loss)
+            self.losses.append(loss)
+            return
+        for i in range(len(self.losses) - 1, -1, -1):
+            if self.losses[i].broker == loss.broker:
+                self.losses[i] = loss
+                return
+        self.losses.append(loss)
 
-        The model predicts leader, ISR, ELR and fenced brokers; the cluster is polled until it
-        agrees or the time is up, with a trickle of acks=1 records while a follower must drop out
-        of the ISR for lagging (Kafka only shrinks the ISR of a follower that falls *behind*).
-        A disagreement is recorded, not raised: the step's own expectations decide.
+    # --- holding the system to the model --------------------------------------------------------
+
+    def _declared(self, name: str) -> tuple[str, str] | None:
+        """(reason, where) when the step or the profile declares a difference in ``name``."""
+        step = self._step
+        if step is not None:
+            reason = step.differences_for(self.profile).get(name)
+            if reason is not None:
+                return reason, f"step {step.label} ({self.scenario.path}:{step.differs_line or step.line})"
+        for deviation in get_profile(self.profile).deviations:
+            if deviation.field == name:
+                return deviation.reason, f"profile {self.profile}: {deviation.source}"
+        return None
+
+    def _difference(self, name: str, observed: Any, model: Any, after: str, obs: Observation,
+                    m: Observation) -> Difference:
+        declared = self._declared(name)
+        return Difference(
+            step=self.history.step or "", after=after, line=self._line, field=name, observed=observed, model=model,
+            observed_state=describe(obs), model_state=describe(m),
+            reason=declared[0] if declared else None, source=declared[1] if declared else None,
+        )
+
+    def _settle_like_model(self, action: Action, ctx: StepContext) -> None:
+        """Hold the system to the model after an action that changes the cluster.
+
+        The model predicts every field the backend observes (``STATE_FIELDS``) and which followers
+        hold the leader's whole log; the cluster is polled until it agrees or the settle timeout
+        passes, with a trickle of acks=1 records while a follower must drop out of the ISR for
+        lagging (Kafka only shrinks the ISR of a follower that falls *behind*). What still differs
+        then is a disagreement -- it fails the step -- or a difference the scenario or the profile
+        declares; each is kept in the history with both states.
         """
         assert self.model is not None
         m = self.model.observe()
-        # `held`: a fault that holds a request must have caught one before the next action.
-        want = {"leader": m.leader, "isr": frozenset(m.isr), "elr": frozenset(m.elr),
-                "fenced": frozenset(m.fenced), "held": frozenset(m.held)}
+        names = [f for f in STATE_FIELDS if f not in self.backend.cannot_observe]
         # Followers the model has fetched everything: the next fault may depend on it (a leader
         # asks to add a follower to the ISR only once it has caught up).
         caught_up = self.model.caught_up_followers()
 
-        def check(obs: Observation) -> list[str]:
-            differences = compare(want, obs, StepContext(hwm_before=None))
+        def differences(obs: Observation) -> list[Difference]:
+            found = [self._difference(f, getattr(obs, f), getattr(m, f), action.kind, obs, m)
+                     for f in names if _value(getattr(obs, f)) != _value(getattr(m, f))]
             end = obs.leo.get(obs.leader) if obs.leader is not None else None
-            differences += [f"replica {b} has not caught up with leader {obs.leader}"
-                            for b in sorted(caught_up) if end is None or obs.leo.get(b) != end]
+            behind = [b for b in sorted(caught_up) if end is None or obs.leo.get(b) != end]
+            if behind:
+                found.append(self._difference("caught_up", sorted(set(caught_up) - set(behind)), sorted(caught_up),
+                                              action.kind, obs, m))
+            return found
+
+        def check(obs: Observation) -> list[Difference]:
+            undeclared = [d for d in differences(obs) if d.reason is None]
             # Only a follower that must leave the ISR for lagging (not for being fenced) needs
             # traffic; elsewhere extra records would blur what a lossy shutdown took.
-            lagging = set(obs.isr) - want["isr"] - want["fenced"]
-            if differences and lagging:
+            lagging = set(obs.isr) - set(m.isr) - set(m.fenced)
+            if undeclared and lagging:
                 self.backend.nudge()
-            return differences
+            return undeclared
 
-        obs, differences = self._poll(check, self.backend.settle_timeout_s())
-        if differences:
-            self.history.record("disagreement", after=action.kind, differences=differences,
-                                observed=obs.as_event(), model=m.as_event())
+        obs, _ = self._poll(check, self.backend.settle_timeout_s())
+        for d in differences(obs):
+            self._note(d, ctx)
+
+    def _note(self, d: Difference, ctx: StepContext) -> None:
+        """Keep a difference: declared ones in the history and the result, the others fail the step."""
+        if d.reason is not None:
+            self.declared.append(d)
+            self.history.record("declared_difference", **{k: v for k, v in d.as_dict().items() if k != "step"})
+            return
+        self.disagreements.append(d)
+        ctx.differences.append(d)
+        self.history.record("disagreement", after=d.after, field=d.field, differences=[str(d)],
+                            observed_value=_plain(d.observed), model_value=_plain(d.model),
+                            observed=d.observed_state, model=d.model_state)
+
+    def _hold_produce_to_model(self, got: ProduceOutcome, want: ProduceOutcome, ctx: StepContext) -> None:
+        """Every record's outcome, in the shared words, against the model's: as the client saw them
+        when the produce returned (the model may complete a waiting record later; a client times out)."""
+        observed, model = got.words(), want.words()
+        if observed != model:
+            assert self.model is not None
+            self._note(self._difference("produce", observed, model, "produce", self.backend.observe(),
+                                        self.model.observe()), ctx)
 
     def finale(self) -> None:
-        """Heal every link and bring every broker back, so what survived can be read."""
+        """Heal every link and bring every broker back, so what survived can be read; the system is
+        held to the model there too."""
         self.history.step = "finale"
         ctx = StepContext(hwm_before=self.last_hwm)
+        self._line = None
         self.apply(Heal(links=None), ctx)
         for broker, state in sorted(self.lifecycle.items()):
             if state == "paused":
@@ -248,7 +408,11 @@ class Executor:
         if not self.backend.settles_instantly:
             self._poll(lambda obs: [] if obs.leader is not None else ["no leader yet"],
                        DEFAULT_STEP_TIMEOUT_S)
-        self._observe_and_record()
+        obs = self._observe_and_record()
+        finale = Step(label="finale", line=self.scenario.line, actions=(), expect={})
+        self.check_invariants(finale, obs)
+        if ctx.differences:
+            raise ScenarioFailure(self._report(finale, [], obs, ctx))
 
     # --- expectations ----------------------------------------------------------------------
 
@@ -257,11 +421,11 @@ class Executor:
         timeout = step.timeout_s or max(DEFAULT_STEP_TIMEOUT_S, self.backend.settle_timeout_s())
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
-        if mismatches:
-            raise ScenarioFailure(self._report(step, mismatches, obs))
+        if mismatches or ctx.differences:
+            raise ScenarioFailure(self._report(step, mismatches, obs, ctx))
         return obs
 
-    def _poll(self, check: Any, timeout: float) -> tuple[Observation, list[str]]:
+    def _poll(self, check: Callable[[Observation], list[Any]], timeout: float) -> tuple[Observation, list[Any]]:
         deadline = time.monotonic() + timeout
         while True:
             obs = self.backend.observe()
@@ -281,32 +445,47 @@ class Executor:
             }
         return expected
 
-    def _report(self, step: Step, mismatches: list[str], obs: Observation) -> str:
-        """The first mismatch first, at its expectation's own line (pytest's short summary shows
-        the first line), then the rest and both states."""
-        key = mismatches[0].split(":", 1)[0]
-        line = step.key_lines.get(key, step.line)
-        lines = [
-            f"step {step.label} ({self.scenario.path}:{line}): {mismatches[0]}",
-            *(f"  {m}" for m in mismatches[1:]),
-            f"  on backend {self.backend.name}, profile {self.profile}",
-            f"  observed: {describe(obs)}",
-        ]
-        if self.model is not None and self._shadow:
-            lines.append(f"  model:    {describe(self.model.observe())}")
+    def _report(self, step: Step, mismatches: list[str], obs: Observation, ctx: StepContext) -> str:
+        """The first problem first, at its own line (pytest's short summary shows the first line):
+        a difference from the model (the earliest thing that went wrong) at its action's line, else
+        the first mismatch at its expectation's line; then the rest and the states."""
+        where = f"on backend {self.backend.name}, profile {self.profile}"
+        lines: list[str] = []
+        for i, d in enumerate(ctx.differences):
+            at = f"{self.scenario.path}:{d.line or step.line}"
+            text = f"after {d.after}, the system differs from the model in {d}"
+            lines.append(f"step {step.label} ({at}): {text}" if i == 0 else f"  {text} ({at})")
+        for m in mismatches:
+            key = m.split(":", 1)[0]
+            at = f"{self.scenario.path}:{step.key_lines.get(key, step.line)}"
+            lines.append(f"step {step.label} ({at}): {m}" if not lines else f"  {m}")
+        lines.append(f"  {where}")
+        if ctx.differences:
+            first = ctx.differences[0]
+            lines += [f"  observed after {first.after}: {first.observed_state}",
+                      f"  model after {first.after}:    {first.model_state}"]
+        if mismatches or not ctx.differences:
+            lines.append(f"  observed: {describe(obs)}")
+            if self.model is not None and self._shadow:
+                lines.append(f"  model:    {describe(self.model.observe())}")
         return "\n".join(lines)
 
     def _observe_and_record(self, obs: Observation | None = None) -> Observation:
         obs = obs or self.backend.observe()
         self.history.record("observe", **obs.as_event())
-        if obs.hwm is not None and obs.leader is not None and obs.leader not in obs.fenced:
-            self.last_hwm = obs.hwm if self.last_hwm is None else max(self.last_hwm, obs.hwm)
         return obs
 
     # --- invariants --------------------------------------------------------------------------
 
     def check_invariants(self, step: Step, obs: Observation) -> None:
-        found = [str(v) for v in observed_invariants(obs)]
+        """The cluster's own observation against the protocol's invariants, then the model's
+        invariants as the oracle's self-check."""
+        profile = get_profile(self.profile)
+        min_isr = effective_min_isr(self.min_isr, len(self.scenario.topic.replicas), profile)
+        before = self.hwm_seen[-1] if self.hwm_seen else None
+        found = [str(v) for v in observed_invariants(obs, elr=profile.elr, min_isr=min_isr, hwm_before=before)]
+        if obs.hwm is not None:
+            self.hwm_seen.append((step.label, obs.hwm))
         if self.model is not None:
             found += [str(v) for v in invariants.check(self.model, self._model_hwm_floor())]
         if not found:
@@ -325,8 +504,63 @@ class Executor:
     def _model_hwm_floor(self) -> int | None:
         return len(self.model.committed) if self.model is not None else None
 
+    # --- reads: before the end, and the final one -----------------------------------------------
 
-def compare(expected: dict[str, Any], obs: Observation, ctx: StepContext) -> list[str]:
+    def _read_for_presence(self, label: str, obs: Observation) -> None:
+        """Read what became readable since the last read: a record that disappears later is then
+        proved lost by having been seen (and by whom it was served)."""
+        if obs.leader is None or obs.hwm is None or obs.hwm <= self._read_to:
+            return
+        read = self.backend.read(self._read_to)
+        if read is None or read.end_offset is None:
+            return
+        for record in read.records:
+            self.seen.setdefault(record.value, Seen(record.offset, label, obs.leader))
+        self._read_to = max(self._read_to, read.end_offset)
+
+    def _check_final_read(self, final: Read) -> None:
+        """The final read must reach the final HWM: one that stops short (a timeout) would make
+        records look lost. That is the harness failing, never a finding about the system."""
+        hwm = self.backend.observe().hwm
+        if hwm is not None and (final.end_offset is None or final.end_offset < hwm):
+            raise BackendError(f"the final read stopped at offset {final.end_offset} before the final HWM {hwm}: "
+                               "a harness error, not a loss")
+
+    def _prove_losses(self, final: Read) -> None:
+        """Acknowledged acks=all records an earlier read saw and the final read did not: named with
+        where they were read and by which leader, beside the offsets the victims lost."""
+        read = {r.value for r in final.records}
+        acked = {e["value"] for e in self.history.events
+                 if e["type"] == "produce" and e.get("op") == "ok" and e.get("acks") == "all"}
+        gone = sorted(((v, s) for v, s in self.seen.items() if v in acked and v not in read),
+                      key=lambda item: item[1].offset)
+        by_victim: dict[int | None, list[dict[str, Any]]] = {}
+        for value, seen in gone:
+            victim = next((x for x in reversed(self.losses)
+                           if x.truncated is not None and x.truncated[0] <= seen.offset < x.truncated[1]), None)
+            entry = {"value": value, "offset": seen.offset, "read_at": seen.step, "leader": seen.leader}
+            by_victim.setdefault(victim.broker if victim else None, []).append(entry)
+        for victim, records in by_victim.items():
+            evidence = next((x for x in reversed(self.losses) if x.broker == victim), None)
+            leaders = sorted({r["leader"] for r in records if r["leader"] is not None})
+            summary = {
+                "victim": victim, "count": len(records), "records": records[:MAX_NAMED_LOSSES],
+                "truncated": list(evidence.truncated) if evidence and evidence.truncated else None,
+                "served_by": leaders,
+            }
+            self.lost_by_presence.append(summary)
+            self.history.record("loss_evidence", broker=victim if victim is not None else leaders[0],
+                                proof="presence", **summary)
+
+
+def say_difference(d: Mapping[str, Any]) -> str:
+    """One difference from the model (``Difference.as_dict``) on one line, with its reason if declared."""
+    why = f" -- declared: {d['reason']} [{d['source']}]" if d.get("reason") else ""
+    return (f"step {d['step']} after {d['after']}: {d['field']}: model {_show(d['model'])}, "
+            f"observed {_show(d['observed'])}{why}")
+
+
+def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> list[str]:
     """Every way the observation differs from the expectations, in words."""
     out: list[str] = []
     for key, want in expected.items():
@@ -340,17 +574,17 @@ def compare(expected: dict[str, Any], obs: Observation, ctx: StepContext) -> lis
         elif key == "hwm":
             out += _compare_hwm(want, obs, ctx)
         elif key == "recovering" and obs.recovering != want:
-            out.append(f"recovering: expected {want}, observed {obs.recovering}")
+            seen = "unknown (not read)" if obs.recovering is None else obs.recovering
+            out.append(f"recovering: expected {want}, observed {seen}")
         elif key == "produce":
-            out += _compare_produce(want, ctx.produce)
+            out += _compare_produces(want, ctx)
         elif key == "rejected" and want not in ctx.protocol_errors:
             out.append(f"rejected: expected the controller to answer {want}, "
                        f"saw {ctx.protocol_errors or 'no error'}")
         elif key == "lost":
             bit = {loss.broker for loss in ctx.losses if loss.bit}
             if bit != want:
-                detail = ", ".join(f"broker {x.broker}: LEO {x.leo_before} -> {x.leo_after}, "
-                                   f"{x.bytes_lost} bytes dropped" for x in ctx.losses)
+                detail = ", ".join(f"broker {x.broker}: LEO {x.leo_before} -> {x.leo_after}" for x in ctx.losses)
                 out.append(f"lost: expected brokers {sorted(want)} to lose unsynced records, "
                            f"observed {sorted(bit)} ({detail or 'no lossy shutdown'})")
     return out
@@ -362,31 +596,86 @@ def _compare_hwm(want: Any, obs: Observation, ctx: StepContext) -> list[str]:
         return [] if now == want else [f"hwm: expected {want}, observed {now}"]
     if want == "advanced" and not (now is not None and (before is None or now > before)):
         return [f"hwm: expected to advance past {before}, observed {now}"]
-    if want == "frozen" and now is not None and before is not None and now > before:
-        return [f"hwm: expected frozen at {before}, observed {now}"]
+    if want == "frozen" and (now is None or before is None or now != before):
+        return [f"hwm: expected frozen at {before}, observed {now}"
+                + (" (went back)" if now is not None and before is not None and now < before else "")
+                + (" (unknown)" if now is None or before is None else "")]
     return []
 
 
-def _compare_produce(want: dict[str, Any], got: ProduceOutcome | None) -> list[str]:
+def _compare_produces(want: dict[str, Any] | list[dict[str, Any]], ctx: StepContext) -> list[str]:
+    """A mapping is the step's last produce; a list names each produce in order."""
+    if isinstance(want, dict):
+        return _compare_produce(want, ctx.produce, "produce")
+    out = []
+    for i, (w, got) in enumerate(zip(want, ctx.produces + [None] * len(want), strict=False)):
+        out += _compare_produce(w, got, f"produce[{i}]")
+    return out
+
+
+def _compare_produce(want: dict[str, Any], got: ProduceOutcome | None, what: str) -> list[str]:
     if got is None:
-        return ["produce: expected a produce outcome, but the step sent nothing"]
+        return [f"{what}: expected a produce outcome, but the step sent nothing"]
     out = []
     if "acked" in want and got.acked != want["acked"]:
-        out.append(f"produce: expected {want['acked']} acknowledged, observed {got.acked} "
+        out.append(f"{what}: expected {want['acked']} acknowledged, observed {got.acked} "
                    f"(failed: {got.failed or 'none'})")
-    if "rejected" in want and want["rejected"] not in got.errors:
-        out.append(f"produce: expected rejection {want['rejected']}, observed "
-                   f"{sorted(got.errors) or 'no error'} ({got.acked} acknowledged)")
+    rejected = want.get("rejected")
+    if rejected is not None:
+        # An error code matches itself under either client's name; a word, every code it covers.
+        matched = (rejected in OUTCOMES and rejected in got.words()) or any(
+            error_name(e) == error_name(rejected) for e in got.errors)
+        if not matched:
+            out.append(f"{what}: expected rejection {rejected}, observed "
+                       f"{sorted(got.errors) or 'no error'} ({got.acked} acknowledged)")
     return out
 
 
-def observed_invariants(obs: Observation) -> list[str]:
-    """Invariants that can be checked on any observation, real or modelled."""
+def observed_invariants(obs: Observation, elr: bool = True, min_isr: int | None = None,
+                        hwm_before: tuple[str, int] | None = None) -> list[str]:
+    """Invariants of the protocol checked on what the system itself reports, real or modelled:
+    ``elr``: the profile has ELR; ``min_isr``: the effective min ISR in force; ``hwm_before``: the
+    HWM the system reported last (step, value) -- the sequence, not a running maximum."""
     out = []
+
+    def broken(name: str, why: str) -> None:
+        out.append(f"invariant {name} broken on the observed state: {why} ({describe(obs)})")
+
     overlap = set(obs.isr) & set(obs.elr)
     if overlap:
-        out.append(f"invariant elr_disjoint_from_isr broken: {sorted(overlap)} in both ISR and ELR")
+        broken("elr_disjoint_from_isr", f"{sorted(overlap)} in both ISR and ELR")
+    if elr and min_isr is not None and len(obs.isr) >= min_isr and obs.elr:
+        broken("elr_empty_at_min_isr", f"ISR has {len(obs.isr)} >= min ISR {min_isr} but ELR is {list(obs.elr)}")
+    if not elr and obs.elr:
+        broken("no_elr_without_feature", f"ELR {list(obs.elr)} with the feature off")
+    if obs.leader is not None and obs.leader in obs.fenced:
+        broken("leader_unfenced", f"leader {obs.leader} is fenced")
+    if obs.hwm is not None and hwm_before is not None and obs.hwm < hwm_before[1]:
+        broken("hwm_monotonic", f"HWM went back from {hwm_before[1]} (at {hwm_before[0]}) to {obs.hwm}")
+    end = obs.leo.get(obs.leader) if obs.leader is not None else None
+    if end is not None and obs.hwm is not None and end < obs.hwm:
+        broken("leader_log_covers_hwm", f"leader {obs.leader}'s log ends at {end}, below the HWM {obs.hwm}")
     return out
+
+
+def _value(value: Any) -> Any:
+    """A field's value for comparison: sets of brokers in any order."""
+    return frozenset(value) if isinstance(value, (tuple, list, set, frozenset)) else value
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: broker sets as sorted lists."""
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return sorted(value)
+    return value
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{n} {word}" for word, n in value.items()) or "nothing"
+    return str(_plain(value))
 
 
 def _flow(value: Any) -> str:
@@ -396,8 +685,9 @@ def _flow(value: Any) -> str:
 
 
 def describe(obs: Observation) -> str:
+    recovering = "" if obs.recovering is False else f" recovering={obs.recovering}"
     return (f"leader={_b(obs.leader)} isr={list(obs.isr)} elr={list(obs.elr)} "
-            f"last_known_elr={list(obs.last_known_elr)} fenced={list(obs.fenced)} hwm={obs.hwm}")
+            f"last_known_elr={list(obs.last_known_elr)} fenced={list(obs.fenced)} hwm={obs.hwm}{recovering}")
 
 
 def _b(value: int | None) -> str:
@@ -442,6 +732,7 @@ class ScenarioRun:
         except ScenarioFailure as exc:
             passed, message = False, str(exc)
         except BackendError as exc:
+            history.record("backend_error", message=str(exc))
             passed, message = False, f"{scenario.path}: backend {backend.name} failed: {exc}"
         finally:
             self._release()
@@ -455,6 +746,8 @@ class ScenarioRun:
             passed=passed, message=message, verdict=verdict, expected_loss=ex.expected_loss,
             violations=ex.violations, losses=ex.losses, history_dir=self.history.directory,
             duration_s=time.monotonic() - self.started,
+            disagreements=[d.as_dict() for d in ex.disagreements], declared=[d.as_dict() for d in ex.declared],
+            lost_by_presence=ex.lost_by_presence,
         )
 
     def _release(self) -> None:
@@ -490,7 +783,7 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> s
     bit = any(loss.bit for loss in ex.losses)
     head = f"{scenario.path}: verdict on backend {ex.backend.name}, profile {profile}: "
     if lossy and not bit:
-        return head + ("the fault did not bite: no lossy shutdown lost any record, so the run "
+        return head + ("the fault did not bite: no lossy shutdown took any record from its victim, so the run "
                        "proves nothing about durability")
     if ex.expected_loss == "none" and verdict.lost_count:
         down = sorted(b for b, state in ex.lifecycle.items() if state != "up")
@@ -504,4 +797,18 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> s
     if ex.expected_loss == "found" and not verdict.lost_count:
         return head + ("negative control: acknowledged records should have been lost, "
                        f"but all {verdict.acked} were read back")
+    if ex.expected_loss == "found":
+        problem = unproved_loss(ex, verdict)
+        if problem is not None:
+            return head + problem
+    return None
+
+
+def unproved_loss(ex: Executor, verdict: Verdict) -> str | None:
+    """Why a negative control's loss is not proved by presence: records missing from the final read
+    prove nothing unless an earlier read saw them (a read that stopped short looks the same)."""
+    reads = type(ex.backend).read is not Backend.read  # the backend can read before the end
+    if reads and not ex.lost_by_presence:
+        return (f"negative control: {verdict.lost_count} acknowledged records are missing from the final read, "
+                "but no earlier read saw any of them: the loss is not proved by presence")
     return None

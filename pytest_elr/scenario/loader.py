@@ -17,10 +17,11 @@ from pytest_elr.actions import ACKS, FORMS, Action, Lifecycle, action_forms
 from pytest_elr.backends import available_backends
 from pytest_elr.core import limits as L
 from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, PRODUCE_ERRORS, ScenarioError
+from pytest_elr.core.outcomes import OUTCOMES
 from pytest_elr.core.reader import Reader, did_you_mean
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.scenario.schema import EXPECTATION_KEYS, LossExpectation, Scenario, Step
+from pytest_elr.scenario.schema import DIFFERABLE, EXPECTATION_KEYS, LossExpectation, Scenario, Step
 
 # --- entry points ------------------------------------------------------------------------------
 
@@ -240,7 +241,7 @@ class _Builder:
 
     def step(self, node: yaml.Node) -> Step:
         r = self.r
-        doc = r.mapping(node, "step", ("at", "note", "do", "expect", "timeout"))
+        doc = r.mapping(node, "step", ("at", "note", "do", "expect", "timeout", "differs"))
         line = node.start_mark.line + 1
         if "at" not in doc:
             r.fail(node, "step: missing its label 'at' (e.g. at: T0)")
@@ -271,8 +272,45 @@ class _Builder:
         if "timeout" in doc:
             timeout = r.duration(doc["timeout"], f"step {label}: timeout", L.MAX_STEP_TIMEOUT_S)
         note = r.scalar(doc["note"], "note") if "note" in doc else ""
-        return Step(label, line, tuple(actions), expect, by_profile, from_model, timeout, note,
-                    action_lines=tuple(lines), key_lines=key_lines)
+        differs: dict[str, str] = {}
+        differs_by_profile: dict[str, dict[str, str]] = {}
+        if "differs" in doc:
+            differs, differs_by_profile = self.differs(doc["differs"], f"step {label}: differs")
+        step = Step(label, line, tuple(actions), expect, by_profile, from_model, timeout, note,
+                    action_lines=tuple(lines), key_lines=key_lines, differs=differs,
+                    differs_by_profile=differs_by_profile,
+                    differs_line=doc["differs"].start_mark.line + 1 if "differs" in doc else None)
+        self._check_produce_lists(step, doc.get("expect"))
+        return step
+
+    def differs(self, node: yaml.Node, what: str,
+                allow_profiles: bool = True) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+        """``differs: {field: reason}``: where the system may differ from the model in this step and
+        the measured reason why (a difference not declared fails the step)."""
+        r = self.r
+        doc = r.mapping(node, what, (*DIFFERABLE, "by_profile") if allow_profiles else DIFFERABLE)
+        out: dict[str, str] = {}
+        for key, value in doc.items():
+            if key == "by_profile":
+                continue
+            reason = " ".join(r.scalar(value, f"{what}.{key}").split())
+            if not reason:
+                r.fail(value, f"{what}.{key}: say why the system differs from the model here (a reason, "
+                              "with the measurement that shows it)")
+            out[key] = reason
+        by_profile: dict[str, dict[str, str]] = {}
+        if "by_profile" in doc:
+            for name, sub in r.mapping(doc["by_profile"], f"{what}.by_profile", PROFILE_NAMES).items():
+                by_profile[name], _ = self.differs(sub, f"{what}.by_profile.{name}", allow_profiles=False)
+        return out, by_profile
+
+    def _check_produce_lists(self, step: Step, expect: yaml.Node | None) -> None:
+        """A list of ``produce`` expectations names each produce of the step, in order."""
+        for profile_expect in (step.expect, *step.by_profile.values()):
+            want = profile_expect.get("produce")
+            if isinstance(want, list) and len(want) != step.produces():
+                self.r.fail(expect, f"step {step.label}: expect.produce lists {len(want)} outcomes, but the "
+                                    f"step does {step.produces()} produce actions (one outcome per produce, in order)")
 
     def expectation(
         self, node: yaml.Node, what: str, allow_profiles: bool, lines: dict[str, int] | None = None,
@@ -313,18 +351,28 @@ class _Builder:
                               f"{did_you_mean(text, HWM_WORDS)}")
             return text
         if key == "produce":
-            p = r.mapping(value, what, ("acked", "rejected"))
-            out: dict[str, Any] = {}
-            if "acked" in p:
-                out["acked"] = r.integer(p["acked"], f"{what}.acked", minimum=0, maximum=L.MAX_PRODUCE)
-            if "rejected" in p:
-                out["rejected"] = r.string(p["rejected"], f"{what}.rejected", PRODUCE_ERRORS)
-            return out
+            if isinstance(value, yaml.SequenceNode):  # one outcome per produce action, in order
+                return [self.produce_outcome(item, f"{what}[{i}]")
+                        for i, item in enumerate(r.sequence(value, what))]
+            return self.produce_outcome(value, what)
         if key == "rejected":
             return r.string(value, what, ALTER_PARTITION_ERRORS)
         if key == "recovering":
             return r.boolean(value, what)
         raise AssertionError(f"expectation key {key!r} has no reader")  # EXPECTATION_KEYS and this agree
+
+    def produce_outcome(self, node: yaml.Node, what: str) -> dict[str, Any]:
+        """``{acked: n, rejected: CODE}``: records acknowledged, and an error (a code Kafka answers,
+        or a word of the outcome vocabulary, e.g. ``unavailable``) some record got."""
+        r = self.r
+        p = r.mapping(node, what, ("acked", "rejected"))
+        out: dict[str, Any] = {}
+        if "acked" in p:
+            out["acked"] = r.integer(p["acked"], f"{what}.acked", minimum=0, maximum=L.MAX_PRODUCE)
+        if "rejected" in p:
+            out["rejected"] = r.string(p["rejected"], f"{what}.rejected",
+                                       (*PRODUCE_ERRORS, *(w for w in OUTCOMES if w not in ("acknowledged", "sent"))))
+        return out
 
     # --- actions ---------------------------------------------------------------------------
 

@@ -14,6 +14,9 @@ EXPECTATION_KEYS = (
     "leader", "isr", "elr", "last_known_elr", "fenced", "hwm", "produce", "rejected", "lost",
     "recovering", "held",
 )
+#: what the executor holds a system to the model on (the state after every fault, caught-up
+#: followers, each produce's outcome): the keys of a step's ``differs``
+DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "caught_up", "produce")
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,25 @@ class Step:
     #: the line of each action (for errors found while running it) and of each expectation key
     action_lines: tuple[int, ...] = ()
     key_lines: Mapping[str, int] = field(default_factory=dict)
+    #: fields where the system may differ from the model in this step, with the measured reason
+    differs: Mapping[str, str] = field(default_factory=dict)
+    differs_by_profile: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    differs_line: int | None = None
 
     def expectations_for(self, profile: str) -> dict[str, Any]:
         merged = dict(self.expect)
         merged.update(self.by_profile.get(profile, {}))
         return merged
+
+    def differences_for(self, profile: str) -> dict[str, str]:
+        """The declared differences of this step under ``profile``: field -> reason."""
+        merged = dict(self.differs)
+        merged.update(self.differs_by_profile.get(profile, {}))
+        return merged
+
+    def produces(self) -> int:
+        """How many produce actions the step does (a list of ``produce`` expectations names each)."""
+        return sum(a.kind == "produce" for a in self.actions)
 
 
 @dataclass(frozen=True)

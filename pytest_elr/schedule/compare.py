@@ -1,16 +1,16 @@
 """``elr compare``: the same scenarios -- and a bounded number of Hypothesis-generated fault
-schedules -- on the model and on real Kafka, and every step where they disagree.
+schedules -- on real Kafka, held to the model, and every place where they differ.
 
     elr compare [scenarios/...] [--profiles kafka,legacy] [--schedules 3 --steps 8]
 
-For each scenario and profile both backends run; after every fault the kafka backend is given
-time to reach the state the model predicts, and each time it does not, the history records a
-``disagreement`` (leader, ISR, ELR, fenced brokers or caught-up followers differ). Those, plus
-verdicts that differ, are printed per run. Generated schedules come from the property search's
-state machine (derandomized: the same arguments give the same schedules); each is written as a
-runnable ``*.elr.yaml`` under the history directory, its verdict taken from the model.
-docs/model.md says which disagreements are model simplifications, documented profile
-differences, or findings about Kafka.
+A thin wrapper of the executor's own check: every run holds Kafka to the model after every fault
+(each field the backend observes) and every produce (each record's outcome); a difference that
+persists past the settle timeout fails the step unless the step or the profile declares it. This
+prints, per run, its result, each disagreement and each declared difference (with its reason).
+Generated schedules come from the property search's state machine (derandomized: the same
+arguments give the same schedules); each is written as a runnable ``*.elr.yaml`` under the history
+directory, its verdict taken from the model. docs/model.md says which differences are model
+simplifications, documented profile differences, or findings about Kafka.
 """
 
 from __future__ import annotations
@@ -25,21 +25,14 @@ from hypothesis.stateful import run_state_machine_as_test
 from pytest_elr.actions import Action
 from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.backends.model import ModelBackend
-from pytest_elr.core.history import Run
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import get_profile
-from pytest_elr.scenario.executor import RunResult, run_scenario
+from pytest_elr.scenario.executor import RunResult, run_scenario, say_difference
 from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.suite import load_suite
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
-
-
-def disagreements(history_dir: Path | None) -> list[dict[str, object]]:
-    if history_dir is None:
-        return []
-    return [e for e in Run.read(history_dir).events if e["type"] == "disagreement"]
 
 
 def generated_schedules(count: int, steps: int, profile: str) -> list[list[Action]]:
@@ -91,11 +84,14 @@ def schedule_scenarios(count: int, steps: int, profile: str, out_dir: Path) -> l
     return scenarios
 
 
-def _line(scenario: Scenario, profile: str, model: RunResult, real: RunResult, found: list) -> str:  # type: ignore[type-arg]
-    def word(r: RunResult) -> str:
-        return "pass" if r.passed else "FAIL"
-    return (f"{scenario.name} [{profile}]: model {word(model)}, kafka {word(real)}, "
-            f"{len(found)} disagreements")
+def report(scenario: Scenario, profile: str, result: RunResult) -> list[str]:
+    """The lines ``elr compare`` prints for one run."""
+    lines = [f"{scenario.name} [{profile}]: kafka {'pass' if result.passed else 'FAIL'}, "
+             f"{len(result.disagreements)} disagreements, {len(result.declared)} declared differences"]
+    lines += [f"  {say_difference(d)}" for d in (*result.disagreements, *result.declared)]
+    if not result.passed:
+        lines.append("  " + result.message.replace("\n", "\n  "))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,18 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     pool = KafkaBackend.new_session()
     try:
         for scenario, profile in runs:
-            model = run_scenario(scenario, ModelBackend(), profile)
-            real = run_scenario(scenario, KafkaBackend(session=pool), profile, args.history_dir)
-            found = disagreements(real.history_dir)
-            differing += not (model.passed == real.passed and not found)
-            print(_line(scenario, profile, model, real, found), flush=True)
-            for d in found:
-                print(f"  step {d['step']} after {d['after']}: {'; '.join(d['differences'])}")  # type: ignore[arg-type]
-            if not real.passed:
-                print("  " + real.message.replace("\n", "\n  "))
+            result = run_scenario(scenario, KafkaBackend(session=pool), profile, args.history_dir)
+            differing += not result.passed or bool(result.disagreements)
+            print("\n".join(report(scenario, profile, result)), flush=True)
     finally:
         pool.close()
-    print(f"{differing} of {len(runs)} runs where Kafka and the model differ")
+    print(f"{differing} of {len(runs)} runs where Kafka and the model differ (or the run failed)")
     return 1 if differing else 0
 
 

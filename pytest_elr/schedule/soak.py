@@ -4,11 +4,13 @@
     elr soak --suite --runs 5 [scenarios/]
 
 The first form runs the scenario under ``kafka`` (ELR on) and ``legacy`` (ELR off, same binary)
-alternately and prints how often the fault bit, how often loss was found, and every run that did
-not give the verdict the scenario expects. The second runs the whole suite under pytest N times
-in a row (a fresh process each time) and prints, per run, the wall time, the outcomes and the
-Docker objects left behind; then every scenario whose outcome or verdict varied (flaky) and the
-per-scenario times. Exit code 1 when anything was unexpected, flaky or left behind.
+alternately and prints how often the fault bit, how often loss was found, the disagreements with
+the model and the declared differences of each run, and every run that did not give the verdict
+the scenario expects. The second runs the whole suite under pytest N times in a row (a fresh
+process each time) and prints, per run, the wall time, the outcomes, the disagreements with the
+model and the declared differences, and the Docker objects left behind; then every scenario whose
+outcome or verdict varied (flaky) and the per-scenario times. Exit code 1 when anything was
+unexpected, flaky or left behind.
 """
 
 from __future__ import annotations
@@ -43,23 +45,32 @@ def _leftovers() -> dict[str, int]:
             "fuse mounts": mounts}
 
 
-def _junit(path: Path) -> dict[str, tuple[str, str, float]]:
-    """test id -> (outcome, verdict, seconds) from pytest's JUnit XML."""
+def _junit(path: Path) -> dict[str, tuple[str, str, float, int, int]]:
+    """test id -> (outcome, verdict, seconds, disagreements, declared differences) from pytest's JUnit
+    XML: the run's properties are in its test case (xunit1) or the suite's, named after it (xunit2)."""
+    root = ET.parse(path).getroot()
+    suite_props = {p.get("name", ""): p.get("value", "") for p in root.iter("property")}
     out = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
+    for case in root.iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
         outcome = "passed"
         for tag in ("failure", "error", "skipped"):
             if case.find(tag) is not None:
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
-        verdict = next((p.get("value", "") for p in case.iter("property") if p.get("name") == "verdict"), "")
-        out[name] = (outcome, verdict, float(case.get("time", 0)))
+        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        for key, value in suite_props.items():  # xunit2: "<path>::<test>::<key>"
+            node, _, prop = key.rpartition("::")
+            where, _, test = node.rpartition("::")
+            if test == case.get("name") and where.replace("/", ".") == case.get("classname"):
+                props[prop] = value
+        out[name] = (outcome, props.get("verdict", ""), float(case.get("time", 0)),
+                     int(props.get("disagreements") or 0), int(props.get("declared_differences") or 0))
     return out
 
 
 def soak_suite(runs: int, paths: list[str], out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: list[dict[str, tuple[str, str, float]]] = []
+    results: list[dict[str, tuple[str, str, float, int, int]]] = []
     walls: list[float] = []
     left: list[dict[str, int]] = []
     for i in range(1, runs + 1):
@@ -71,13 +82,16 @@ def soak_suite(runs: int, paths: list[str], out_dir: Path) -> int:
         walls.append(time.monotonic() - t0)
         results.append(_junit(xml) if xml.exists() else {})
         left.append(_leftovers())
-        counts = Counter(outcome for outcome, _, _ in results[-1].values())
+        counts = Counter(outcome for outcome, *_ in results[-1].values())
+        disagreements = sum(r[3] for r in results[-1].values())
+        declared = sum(r[4] for r in results[-1].values())
         print(f"run {i}: {walls[-1]:.0f} s, exit {proc.returncode}, "
               + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+              + f"; disagreements with the model {disagreements}, declared differences {declared}"
               + f"; left behind: {sum(left[-1].values())} ({', '.join(f'{n} {k}' for k, n in left[-1].items())})",
               flush=True)
     ids = sorted({k for r in results for k in r})
-    flaky = [k for k in ids if len({r.get(k, ("missing", "", 0))[:2] for r in results}) > 1]
+    flaky = [k for k in ids if len({r.get(k, ("missing", "", 0, 0, 0))[:2] for r in results}) > 1]
     failed = [k for k in ids if any(r.get(k, ("missing",))[0] in ("failed", "error", "missing") for r in results)]
     print(f"\n{runs} runs of {len(ids)} tests: flaky {len(flaky)}, failed in some run {len(failed)}, "
           f"left behind {sum(sum(x.values()) for x in left)}; wall time per run "
@@ -87,8 +101,12 @@ def soak_suite(runs: int, paths: list[str], out_dir: Path) -> int:
     print("per scenario run (median s over the runs):")
     for k in ids:
         times = [r[k][2] for r in results if k in r]
-        outcome, verdict, _ = results[-1].get(k, ("missing", "", 0.0))
-        print(f"  {statistics.median(times):7.1f}  {k}  [{verdict or outcome}]")
+        outcome, verdict, *_ = results[-1].get(k, ("missing", "", 0.0, 0, 0))
+        differing = sum(r[k][3] for r in results if k in r)
+        declared = sum(r[k][4] for r in results if k in r)
+        print(f"  {statistics.median(times):7.1f}  {k}  [{verdict or outcome}]"
+              + (f" disagreements {differing}" if differing else "")
+              + (f" declared differences {declared}" if declared else ""))
     return 1 if flaky or failed or any(sum(x.values()) for x in left) else 0
 
 
@@ -126,9 +144,12 @@ def main(argv: list[str] | None = None) -> int:
                 c["fault bit"] += r.fault_bit == "yes"
                 c["loss found"] += bool(r.verdict and r.verdict.lost_count)
                 c["as expected"] += r.passed
+                c["disagreements"] += len(r.disagreements)
+                c["declared differences"] += len(r.declared)
                 status = "ok" if r.passed else "UNEXPECTED"
                 lost = r.verdict.lost_count if r.verdict else "?"
-                print(f"run {i + 1:>3} {profile:<7} bit={r.fault_bit:<5} lost={lost!s:<4} {status}"
+                print(f"run {i + 1:>3} {profile:<7} bit={r.fault_bit!s:<5} lost={lost!s:<4} "
+                      f"disagreements={len(r.disagreements)} declared={len(r.declared)} {status}"
                       + ("" if r.passed else f"\n    {r.message.splitlines()[0]}"), flush=True)
     finally:
         pool.close()
@@ -136,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     for profile, c in counts.items():
         print(f"  {profile:<7} runs {c['runs']}, fault bit {c['fault bit']}/{c['runs']}, "
               f"loss found {c['loss found']}/{c['runs']}, verdict as expected {c['as expected']}/{c['runs']}, "
+              f"disagreements {c['disagreements']}, declared differences {c['declared differences']}, "
               f"harness errors {c['harness errors']}")
     return 0 if all(c["as expected"] == c["runs"] for c in counts.values()) else 1
 

@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+import docker.errors
+
 from pytest_elr.sut import admin, produce
 from pytest_elr.sut.admin import PartitionState
-from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError
+from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError, SutError
 from pytest_elr.sut.polling import await_value, poll
 
 if TYPE_CHECKING:
@@ -137,15 +139,35 @@ class ClusterClient:
         except KafkaProtocolError:
             return None
 
-    def offsets(self, topic: str, partition: int = 0, via: int | None = None) -> PartitionOffsets:
-        state = self.describe_partition(topic, partition, via)
-        leo = {r: self.local_leo(r, (topic, partition)) for r in state.replicas}
+    def offsets(self, topic: str, partition: int = 0, via: int | None = None,
+                state: PartitionState | None = None) -> PartitionOffsets:
+        """The leader's HWM, then each replica's log end: in that order, so that records appended
+        between the reads can only make a log end larger than the HWM read before it, never smaller.
+        ``state``: the partition as already read (its leader is asked), else read now."""
+        state = state or self.describe_partition(topic, partition, via)
         hwm = None
         if state.leader is not None:
             with contextlib.suppress(KafkaProtocolError):
                 hwm = admin.list_offset(HOST, self.cluster.client_port(state.leader), topic,
                                         partition, admin.CONSUMER_REPLICA_ID, timeout_s=2.0)
+        leo = {r: self.local_leo(r, (topic, partition)) for r in state.replicas}
         return PartitionOffsets(state.leader, hwm, leo)
+
+    def leader_recovering(self, state: PartitionState) -> bool | None:
+        """Whether the controller's record of the partition, as ``state`` shows it, is RECOVERING
+        (LeaderRecoveryState, which no client API returns): replayed from a controller's metadata
+        log, the state matched on leader, leader epoch, ISR, ELR and LastKnownELR. None when no
+        controller's log holds that state yet."""
+        for controller in self.cluster.controller_ids:
+            try:
+                registrations = self.cluster.metadata_log(controller).registrations(state.topic, state.partition)
+            except (SutError, docker.errors.DockerException):
+                continue  # this controller's log cannot be read right now: unknown, not false
+            for reg in reversed(registrations):
+                if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr) == (
+                        state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or ()):
+                    return reg.recovering
+        return None
 
     # ------------------------------------------------------------ waiting
 

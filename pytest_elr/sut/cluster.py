@@ -37,6 +37,7 @@ import docker.errors
 from pytest_elr.sut import admin, images, resources
 from pytest_elr.sut.config import DATA_DIR, Topology
 from pytest_elr.sut.errors import ClusterStartError, NodeCommandError, SutError
+from pytest_elr.sut.metadata_log import MetadataLog
 from pytest_elr.sut.node import KafkaNode, Network, without_ryuk
 from pytest_elr.sut.polling import poll
 
@@ -102,6 +103,7 @@ class KafkaCluster:
         # keep it current (a broker they stopped, or cut from the controller, answers from a stale
         # cache); the client asks these brokers last.
         self.metadata_lag: dict[str, frozenset[int]] = {}
+        self._metadata_logs: dict[int, MetadataLog] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -234,6 +236,12 @@ class KafkaCluster:
     def unsynced_report(self) -> dict[int, int]:
         """Unsynced bytes per broker that has the layer."""
         return {b: self.unsynced_bytes(b) for b in self.broker_ids if self.node(b).lazyfs}
+
+    def metadata_log(self, controller: int) -> MetadataLog:
+        """The controller's metadata log, replayed; kept, so each read copies only what was appended."""
+        if controller not in self._metadata_logs:
+            self._metadata_logs[controller] = MetadataLog(self.node(controller))
+        return self._metadata_logs[controller]
 
     def has_clean_shutdown_marker(self, node: int) -> bool:
         """Whether ``.kafka_cleanshutdown`` is in the node's log dir (as Kafka would see it)."""

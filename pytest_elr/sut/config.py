@@ -60,6 +60,8 @@ PEER_PORT_BASE = 19001
 CLIENT_PORT = 9092
 TOXIPROXY_PORT = 8474
 DATA_DIR = "/var/lib/kafka/data"
+SERVER_LOG = "/var/log/kafka/server.log"  # the JVM's log (kafka-ctl appends a marker per start)
+START_MARKER = "==== kafka-ctl start"
 
 BROKER_HEAP = "-Xmx384m -Xms96m"
 CONTROLLER_HEAP = "-Xmx256m -Xms64m"

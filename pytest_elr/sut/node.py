@@ -15,6 +15,7 @@ the container leaves nothing mounted on the host.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -36,6 +37,8 @@ from pytest_elr.sut.config import (
     BROKER_HEAP,
     CLIENT_PORT,
     CONTROLLER_HEAP,
+    SERVER_LOG,
+    START_MARKER,
     TOXIPROXY_PORT,
     NodeSpec,
     Topology,
@@ -192,6 +195,32 @@ class KafkaNode:
             raise NodeCommandError(f"{self.name}: `kafka-ctl {' '.join(args)}` left no reply in {path}")
         finally:
             self.exec("rm", "-f", path, check=False)
+
+    def segment_files(self, directory: str) -> list[tuple[int, bytes]]:
+        """The log segments (``*.log``) of a partition directory, by base offset, as the node's disk
+        holds them now (read inside the container: through the FUSE layer when there is one, which
+        Docker's archive API would not see). A missing directory has none."""
+        script = (f'for f in {directory}/*.log; do [ -f "$f" ] && echo "${{f##*/}}" && base64 -w0 "$f" && echo; '
+                  'done; true')
+        lines = self.exec("sh", "-c", script)[1].splitlines()
+        return sorted((int(name.split(".")[0]), base64.b64decode(data))
+                      for name, data in zip(lines[::2], lines[1::2], strict=False))
+
+    def read_file(self, path: str) -> bytes:
+        """A file of the container's own filesystem, binary, through Docker's archive API (a file
+        under a FUSE mount is not seen there: ``segment_files`` reads those)."""
+        stream, _ = self.container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            extracted = tar.extractfile(member) if member is not None else None
+            if extracted is None:
+                raise NodeCommandError(f"{self.name}: {path} is not a regular file")
+            return extracted.read()
+
+    def log_since_start(self, needle: str) -> list[str]:
+        """Lines of the JVM's log since its latest start that contain ``needle``."""
+        script = f"tac {SERVER_LOG} | sed '/^{START_MARKER}/q' | grep -F -- \"$1\" | tac"
+        return self.exec("sh", "-c", script, "log", needle, check=False)[1].splitlines()
 
     def state(self) -> str:
         """``running`` | ``paused`` | ``stopped`` (of the JVM, not the container)."""

@@ -102,6 +102,9 @@ class Reader:
     def uuid(self) -> bytes:
         return self._take(16)
 
+    def raw(self, n: int) -> bytes:
+        return self._take(n)
+
     def uvarint(self) -> int:
         shift = result = 0
         while True:

@@ -60,10 +60,11 @@ def _default_skip(value: str) -> bool:
 
 
 def drain(bootstrap_servers: str, topic: str, history: History | None, *, partition: int = 0,
-          min_offset: int | None = None, timeout_s: float = 30.0, settle_s: float = 2.0,
+          start: int = 0, min_offset: int | None = None, timeout_s: float = 30.0, settle_s: float = 2.0,
           reader: str = "drain", skip: Callable[[str], bool] | None = _default_skip,
           config: dict[str, Any] | None = None) -> DrainResult:
-    """Read ``topic``/``partition`` from the beginning, recording a ``consume`` event per record.
+    """Read ``topic``/``partition`` from ``start`` (default: the beginning), recording a ``consume``
+    event per record when a history is given.
 
     ``min_offset``: the highest offset some writer saw acknowledged; by default taken from the
     history's ``ok`` events. ``skip``: values read but not recorded (tick records of no send).
@@ -84,14 +85,14 @@ def drain(bootstrap_servers: str, topic: str, history: History | None, *, partit
         **(config or {}),
     })
     try:
-        tp = TopicPartition(topic, partition, OFFSET_BEGINNING)
+        tp = TopicPartition(topic, partition, start or OFFSET_BEGINNING)
         consumer.assign([tp])
         hwm = _watermark(consumer, topic, partition, deadline)
         result.hwm = hwm
         target = max(hwm or 0, (min_offset + 1) if min_offset is not None else 0)
         result.target = target
         stalled_since: float | None = None
-        next_offset: int | None = 0 if target == 0 else None  # nothing to read: done at once
+        next_offset: int | None = start if target <= start else None  # nothing to read: done at once
         while time.monotonic() < deadline:
             if next_offset is not None and next_offset >= target:
                 result.reached = True
@@ -143,7 +144,7 @@ def drain(bootstrap_servers: str, topic: str, history: History | None, *, partit
             result.records.append(DrainedRecord(offset, value))
             if history is not None:
                 history.record("consume", partition=partition, offset=offset, value=value, reader=reader)
-        result.next_offset = next_offset or 0
+        result.next_offset = next_offset if next_offset is not None else start
         result.reached = result.reached or (next_offset is not None and next_offset >= target)
         return result
     finally:

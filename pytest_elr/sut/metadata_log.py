@@ -1,0 +1,149 @@
+"""The controller's metadata log, replayed for the records of one partition.
+
+The partition record the controller keeps has a field no client API returns: LeaderRecoveryState
+(RECOVERING after an unclean election, until the leader reports a follower back in the ISR). It
+is read here from where the controller writes it: the ``__cluster_metadata`` log in its data dir,
+parsed with :mod:`pytest_elr.sut.record_batches` and replayed as Kafka's
+``PartitionRegistration.merge`` does (a change record carries only what changed; every change
+bumps the partition epoch, a new leader the leader epoch).
+
+Record layouts from Kafka's public metadata schemas (``TopicRecord``, ``PartitionRecord``,
+``PartitionChangeRecord``; every version flexible). The file is copied through Docker's archive API
+(binary-safe, unlike an exec's output under load) and only what was appended since the last
+refresh is parsed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pytest_elr.sut.config import DATA_DIR
+from pytest_elr.sut.errors import KafkaProtocolError
+from pytest_elr.sut.record_batches import batches, record_values
+from pytest_elr.sut.wire import Reader
+
+if TYPE_CHECKING:
+    from pytest_elr.sut.node import KafkaNode
+
+METADATA_DIR = f"{DATA_DIR}/__cluster_metadata-0"
+TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD = 2, 3, 5
+NO_LEADER, NO_LEADER_CHANGE = -1, -2
+RECOVERING = 1
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One partition as the controller recorded it, after one metadata record."""
+
+    leader: int | None
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+    recovering: bool
+
+
+class MetadataLog:
+    """One controller's metadata log, replayed as it grows."""
+
+    def __init__(self, node: KafkaNode) -> None:
+        self.node = node
+        self._read_to: dict[str, int] = {}  # segment file -> bytes replayed
+        self._topics: dict[bytes, str] = {}  # topic id -> name
+        self._states: dict[tuple[str, int], list[Registration]] = {}
+
+    def registrations(self, topic: str, partition: int = 0) -> list[Registration]:
+        """Every state of the partition the log holds so far, oldest first (refreshed first)."""
+        self.refresh()
+        return list(self._states.get((topic, partition), ()))
+
+    def refresh(self) -> None:
+        """Replay what was appended since the last refresh (batches are replayed whole or not at all:
+        one still being written is read again next time)."""
+        _, listing = self.node.exec("sh", "-c", f"ls {METADATA_DIR} 2>/dev/null", check=False)
+        for name in sorted(n for n in listing.split() if n.endswith(".log")):
+            path = f"{METADATA_DIR}/{name}"
+            start = self._read_to.get(path, 0)
+            data = self.node.read_file(path)
+            for batch in batches(data, start):
+                if not batch.control:
+                    try:
+                        values = list(record_values(batch))
+                    except ValueError as exc:  # a compressed batch: this reader cannot replay the log
+                        raise KafkaProtocolError(f"metadata log {path}: {exc}") from None
+                    for value in values:
+                        self._replay(value)
+                self._read_to[path] = batch.end
+
+    def _replay(self, value: bytes) -> None:
+        r = Reader(value)
+        try:
+            r.uvarint()  # frame version
+            api_key, version = r.uvarint(), r.uvarint()
+            if api_key == TOPIC_RECORD:
+                name = r.compact_string() or ""
+                self._topics[r.uuid()] = name
+            elif api_key == PARTITION_RECORD:
+                self._partition_record(r, version)
+            elif api_key == PARTITION_CHANGE_RECORD:
+                self._change_record(r)
+        except KafkaProtocolError:
+            pass  # a record of a layout this reader does not know: nothing about our partitions
+
+    def _partition_record(self, r: Reader, version: int) -> None:
+        partition, topic = r.int32(), self._topics.get(r.uuid())
+        r.int32_array()  # replicas
+        isr = r.int32_array() or []
+        r.int32_array()  # removing
+        r.int32_array()  # adding
+        leader = r.int32()
+        leader_epoch, partition_epoch = r.int32(), r.int32()
+        if version >= 1:
+            r.compact_array(Reader.uuid)  # directories
+        tags = _tags(r)
+        if topic is None:
+            return
+        state = Registration(
+            leader=None if leader < 0 else leader, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+            isr=tuple(sorted(isr)), elr=_ids(tags.get(1)), last_known_elr=_ids(tags.get(2)),
+            recovering=tags.get(0, b"\x00")[0] == RECOVERING,
+        )
+        self._states[(topic, partition)] = [state]
+
+    def _change_record(self, r: Reader) -> None:
+        partition, topic = r.int32(), self._topics.get(r.uuid())
+        tags = _tags(r)
+        history = self._states.get((topic, partition)) if topic is not None else None
+        if not history:
+            return
+        state = history[-1]
+        leader = Reader(tags[1]).int32() if 1 in tags else NO_LEADER_CHANGE
+        recovery = tags[5][0] if 5 in tags else None
+        history.append(replace(
+            state,
+            leader=state.leader if leader == NO_LEADER_CHANGE else (None if leader == NO_LEADER else leader),
+            leader_epoch=state.leader_epoch + (leader != NO_LEADER_CHANGE),
+            partition_epoch=state.partition_epoch + 1,
+            isr=_ids(tags[0]) if 0 in tags else state.isr,
+            elr=_ids(tags[6]) if 6 in tags else state.elr,
+            last_known_elr=_ids(tags[7]) if 7 in tags else state.last_known_elr,
+            recovering=state.recovering if recovery is None or recovery == 0xFF else recovery == RECOVERING,
+        ))
+
+
+def _tags(r: Reader) -> dict[int, bytes]:
+    """A flexible message's tagged fields, raw, by tag."""
+    out: dict[int, bytes] = {}
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        out[tag] = r.raw(r.uvarint())
+    return out
+
+
+def _ids(raw: bytes | None) -> tuple[int, ...]:
+    """A tagged ``[]int32`` field (compact, nullable) as a sorted tuple; absent or null: empty."""
+    if raw is None:
+        return ()
+    return tuple(sorted(Reader(raw).int32_array() or []))

@@ -1,0 +1,96 @@
+"""A fake system under test for the executor's own tests: the model, presented as a backend that
+is *not* its own oracle, so the executor holds it to a second model exactly as it holds Kafka.
+Subclasses plant one way a harness can be blind (see test_harness_mutants.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from pytest_elr.actions import Action
+from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
+from pytest_elr.model.cluster import ModelCluster
+
+#: no expectation at all: whatever the fake gets wrong, only the model comparison can see it
+SILENT = """
+name: harness-mutants
+profiles: [kafka]
+cluster: {brokers: 2}
+topic: {name: t, replicas: [0, 1], min_insync_replicas: 2}
+steps:
+  - at: setup
+    do: [{produce: 5}]
+  - at: follower-cut
+    do: [{isolate: {broker: 1, from: brokers}}, {produce: {count: 3, acks: all}}, {produce: {count: 2, acks: "1"}}]
+  - at: both-crash
+    do: [{crash: 1}, {crash: 0}]
+  - at: follower-back
+    do: [{restart: 1}]
+  - at: last-leader-back
+    do: [{restart: 0}]
+  - at: follower-rejoins
+    do: [{heal: all}]
+verdict: {acked_loss: none}
+"""
+
+
+class Fake(ModelBackend):
+    """The model as the system under test (the executor shadows it with a model of its own)."""
+
+    name: ClassVar[str] = "fake"
+
+    def own_model(self) -> ModelCluster | None:
+        return None
+
+
+class LastKnownElrIgnored(Fake):
+    """Reports LastKnownELR empty: the old settle recorded such a difference and went on."""
+
+    def observe(self) -> Observation:
+        return replace(super().observe(), last_known_elr=())
+
+
+class RecoveringNotRead(Fake):
+    """Never reads LeaderRecoveryState (what the kafka backend did: always false)."""
+
+    def observe(self) -> Observation:
+        return replace(super().observe(), recovering=False)
+
+
+class ProduceOutcomeOverwritten(Fake):
+    """Each produce reports the outcome of the one before it (an outcome kept in one slot)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._previous: ProduceOutcome | None = None
+
+    def apply(self, action: Action) -> Result:
+        result = super().apply(action)
+        if isinstance(result, ProduceOutcome):
+            result, self._previous = self._previous or result, result
+        return result
+
+
+class DrainStopsEarly(Fake):
+    """The final read gives up half way to the HWM (a timeout taken for the end of the log)."""
+
+    def drain(self) -> Read:
+        read = super().drain()
+        half = (read.end_offset or 0) // 2
+        return Read([r for r in read.records if r.offset < half], half)
+
+
+class HwmFromLaggingReplica(Fake):
+    """Reads the HWM of a replica that is behind once the partition has a new leader epoch."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, hwm=0) if (obs.leader_epoch or 0) > 1 and obs.hwm else obs
+
+
+class EarlierReadsSeeNothing(Fake):
+    """Reads before the end come back empty: a loss could then only be judged by absence."""
+
+    def read(self, start: int) -> Read:
+        return Read([], super().read(start).end_offset)

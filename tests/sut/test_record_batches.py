@@ -1,0 +1,108 @@
+"""Kafka's on-disk record batches and the controller's metadata log, read without a cluster:
+batches are written here by the format's rules and read back."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from pytest_elr.sut.metadata_log import MetadataLog
+from pytest_elr.sut.record_batches import crc32c, log_end_offset
+from pytest_elr.sut.wire import Writer
+
+
+def _zigzag(w: Writer, v: int) -> Writer:
+    return w.uvarint((v << 1) ^ (v >> 63))
+
+
+def batch(base_offset: int, values: list[bytes], control: bool = False) -> bytes:
+    """A magic-2 record batch of uncompressed records, as a Kafka log holds it."""
+    records = b""
+    for i, value in enumerate(values):
+        body = Writer().int8(0)
+        _zigzag(body, 0)  # timestamp delta
+        _zigzag(body, i)  # offset delta
+        _zigzag(body, -1)  # no key
+        _zigzag(body, len(value)).raw(value)
+        _zigzag(body, 0)  # no headers
+        records += bytes(_zigzag(Writer(), len(body.buf)).buf) + bytes(body.buf)
+    after_crc = struct.pack(">hiqqqhii", 0x20 if control else 0, len(values) - 1, 0, 0, -1, -1, -1,
+                            len(values)) + records
+    head = struct.pack(">ibI", 0, 2, crc32c(after_crc))  # partition leader epoch, magic, crc
+    return struct.pack(">qi", base_offset, len(head) + len(after_crc)) + head + after_crc
+
+
+def test_crc32c_check_value() -> None:
+    assert crc32c(b"123456789") == 0xE3069283  # the standard check value of CRC-32C
+
+
+def test_log_end_offset_stops_where_recovery_truncates() -> None:
+    log = batch(0, [b"a", b"b", b"c"]) + batch(3, [b"d"])
+    assert log_end_offset([(0, log)]) == 4
+    assert log_end_offset([(0, log[:-5])]) == 3  # the last batch cut short
+    corrupt = bytearray(log)
+    corrupt[-1] ^= 0xFF  # a flipped bit: the CRC no longer matches
+    assert log_end_offset([(0, bytes(corrupt))]) == 3
+    assert log_end_offset([(0, b"")]) == 0
+    assert log_end_offset([]) == 0
+    # An empty active segment ends at its base offset; a cut segment ends the log.
+    assert log_end_offset([(0, log), (4, b"")]) == 4
+    assert log_end_offset([(0, log[:-5]), (4, batch(4, [b"e"]))]) == 3
+
+
+def _record(api_key: int, version: int, body: Writer) -> bytes:
+    return bytes(Writer().uvarint(1).uvarint(api_key).uvarint(version).buf) + bytes(body.buf)
+
+
+def _ids(w: Writer, ids: list[int] | None) -> Writer:
+    return w.uvarint(0) if ids is None else w.compact_array(ids, Writer.int32)
+
+
+def _tagged(fields: dict[int, bytes]) -> Writer:
+    w = Writer().uvarint(len(fields))
+    for tag, raw in sorted(fields.items()):
+        w.uvarint(tag).uvarint(len(raw)).raw(raw)
+    return w
+
+
+class _Controller:
+    """Stands in for a controller's container: its metadata log is in memory."""
+
+    def __init__(self, log: bytes) -> None:
+        self.log = log
+
+    def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
+        return 0, "00000000000000000000.log\n00000000000000000000.index\n"
+
+    def read_file(self, path: str) -> bytes:
+        assert path.endswith("__cluster_metadata-0/00000000000000000000.log")
+        return self.log
+
+
+def test_metadata_log_replays_leader_recovery_state() -> None:
+    topic_id = uuid.uuid4().bytes
+    topic = _record(2, 0, Writer().compact_string("t").raw(topic_id).tags())
+    partition = Writer().int32(0).raw(topic_id)
+    for ids in ([0, 1], [0, 1], None, None):
+        _ids(partition, ids)
+    partition.int32(0).int32(0).int32(0).compact_array([], Writer.raw)
+    partition_rec = _record(3, 1, partition.raw(bytes(_tagged({}).buf)))
+
+    def change(fields: dict[int, bytes]) -> bytes:
+        body = Writer().int32(0).raw(topic_id).raw(bytes(_tagged(fields).buf))
+        return _record(5, 2, body)
+
+    def ids(values: list[int]) -> bytes:
+        return bytes(_ids(Writer(), values).buf)
+
+    unclean = change({0: ids([1]), 1: struct.pack(">i", 1), 5: b"\x01"})
+    recovered = change({0: ids([0, 1]), 5: b"\x00"})
+    log = batch(0, [topic, partition_rec]) + batch(2, [b"\x00\x00"], control=True) + batch(3, [unclean])
+    controller = _Controller(log)
+    meta = MetadataLog(controller)  # type: ignore[arg-type]
+    states = meta.registrations("t")
+    assert [(s.leader, s.leader_epoch, s.partition_epoch, s.isr, s.recovering) for s in states] == [
+        (0, 0, 0, (0, 1), False), (1, 1, 1, (1,), True)]
+    controller.log += batch(4, [recovered])  # appended later: replayed from where the last read ended
+    assert [(s.isr, s.recovering) for s in meta.registrations("t")][-1] == ((0, 1), False)
+    assert meta.registrations("other") == []
