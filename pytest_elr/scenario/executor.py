@@ -100,6 +100,10 @@ class RunResult:
     declared: list[dict[str, Any]] = field(default_factory=list)
     #: acknowledged acks=all records an earlier read saw and the final read did not
     lost_by_presence: list[dict[str, Any]] = field(default_factory=list)
+    #: the release under test (None: the backend has none) and, when the scenario declares this
+    #: release a known failure, why (the run is then expected to fail)
+    kafka_version: str | None = None
+    known_failure: str = ""
 
     @property
     def fault_bit(self) -> FaultBit:
@@ -747,7 +751,7 @@ class ScenarioRun:
             violations=ex.violations, losses=ex.losses, history_dir=self.history.directory,
             duration_s=time.monotonic() - self.started,
             disagreements=[d.as_dict() for d in ex.disagreements], declared=[d.as_dict() for d in ex.declared],
-            lost_by_presence=ex.lost_by_presence,
+            lost_by_presence=ex.lost_by_presence, kafka_version=self.backend.kafka_version,
         )
 
     def _release(self) -> None:
