@@ -197,15 +197,13 @@ class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         result = self._run.finish()
         known = self.scenario.known_failure(self.version)
-        if known is not None:
-            result.known_failure = known.because
-            if not result.passed and not known.explains(result.message):
-                # it failed, but not where the known bug shows: not the known failure
-                result.known_failure = ""
-                self.config.stash[RESULTS].append(result)
-                _record_for_junit(self, result)
-                raise NotTheKnownFailure(f"expected to fail at step {known.step} ({known.because}), but failed "
-                                   f"elsewhere:\n{result.message}")
+        if known is not None and not result.passed and not known.explains(result.message):
+            # it failed, but not where the known bug shows: not the known failure
+            result.known_failure = ""
+            self.config.stash[RESULTS].append(result)
+            _record_for_junit(self, result)
+            raise NotTheKnownFailure(f"expected to fail at step {known.step} ({known.because}), but failed "
+                               f"elsewhere:\n{result.message}")
         self.config.stash[RESULTS].append(result)
         _record_for_junit(self, result)
         if not result.passed:

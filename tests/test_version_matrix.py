@@ -91,6 +91,19 @@ def test_a_known_failure_fails_where_declared_and_the_table_shows_the_matrix(mat
     assert "[kafka@4.0.2] step both-crash after crash: last_known_elr: model [0], observed []" in out
 
 
+def test_the_report_shows_the_matrix(matrix: pytest.Pytester) -> None:
+    matrix.makefile(".elr.yaml", s=scenario("""
+        known_failures: [{versions: "<4.1.0", because: "LastKnownELR not reported", step: both-crash}]
+    """))
+    result = matrix.runpytest_subprocess(*ARGS, "--elr-kafka-version=4.0.2,4.1.0", "--elr-report=r.html")
+    result.assert_outcomes(passed=1, xfailed=1)
+    page = (matrix.path / "r.html").read_text()
+    matrix_table = page[page.index('id="matrix"'):page.index('id="verdicts"')]
+    assert "<th>4.0.2</th><th>4.1.0</th>" in matrix_table
+    assert 'title="LastKnownELR not reported"><span class="pill known">known</span>' in matrix_table
+    assert '<span class="pill passed">pass</span>' in matrix_table
+
+
 def test_a_known_failure_that_passes_is_a_failure(matrix: pytest.Pytester) -> None:
     matrix.makefile(".elr.yaml", s=scenario("""
         known_failures: [{versions: "<4.5.0", because: "declared too wide"}]

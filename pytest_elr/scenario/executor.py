@@ -710,6 +710,7 @@ class ScenarioRun:
         self.history = History.create(
             history_root, scenario=scenario.name, scenario_file=scenario.path, backend=backend.name,
             profile=profile, kafka_version=backend.kafka_version,
+            known_failure=known.because if (known := scenario.known_failure(backend.kafka_version)) else None,
             topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
         )
         self.executor = Executor(scenario, backend, profile, self.history, progress)
@@ -727,6 +728,7 @@ class ScenarioRun:
     def finish(self) -> RunResult:
         scenario, backend, history = self.scenario, self.backend, self.history
         verdict: Verdict | None = None
+        broken = False  # the backend failed (an error), as opposed to the system not doing what the scenario says
         try:
             self.executor.run()
             history.end_events()
@@ -737,10 +739,10 @@ class ScenarioRun:
             passed, message = False, str(exc)
         except BackendError as exc:
             history.record("backend_error", message=str(exc))
-            passed, message = False, f"{scenario.path}: backend {backend.name} failed: {exc}"
+            passed, message, broken = False, f"{scenario.path}: backend {backend.name} failed: {exc}", True
         finally:
             self._release()
-        self.close("passed" if passed else ("error" if verdict is None else "failed"))
+        self.close("passed" if passed else ("error" if broken else "failed"))
         return self.result(passed, message or "", verdict)
 
     def result(self, passed: bool, message: str, verdict: Verdict | None = None) -> RunResult:
@@ -752,6 +754,7 @@ class ScenarioRun:
             duration_s=time.monotonic() - self.started,
             disagreements=[d.as_dict() for d in ex.disagreements], declared=[d.as_dict() for d in ex.declared],
             lost_by_presence=ex.lost_by_presence, kafka_version=self.backend.kafka_version,
+            known_failure=self.history.meta.get("known_failure") or "",
         )
 
     def _release(self) -> None:
