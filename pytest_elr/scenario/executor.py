@@ -32,7 +32,7 @@ from pytest_elr.core.outcomes import OUTCOMES, error_name
 from pytest_elr.model import build_model, invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
-from pytest_elr.model.profiles import get_profile
+from pytest_elr.model.profiles import Profile, get_profile
 from pytest_elr.scenario.schema import Scenario, Step
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -138,8 +138,10 @@ class Seen:
 
 class Executor:
     def __init__(self, scenario: Scenario, backend: Backend, profile: str, history: History,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, oracle: Profile | None = None):
         self.scenario = scenario
+        #: the shadow model's profile when not ``profile``'s own (``elr explore`` plants a mutant)
+        self.oracle = oracle
         #: told one line per step as it ends (live progress in a CI log)
         self.progress = progress
         self.backend = backend
@@ -180,7 +182,7 @@ class Executor:
         self.backend.start(s.cluster, s.topic, self.profile, self.history)
         own = self.backend.own_model()
         self._shadow = own is None
-        self.model = own if own is not None else build_model(s.cluster, s.topic, self.profile)
+        self.model = own if own is not None else build_model(s.cluster, s.topic, self.oracle or self.profile)
         obs = self._observe_and_record()
         if obs.hwm is not None:
             self.hwm_seen.append(("start", obs.hwm))
@@ -704,7 +706,8 @@ class ScenarioRun:
     ``finish`` runs the steps and judges the history (what fails there is the system under test)."""
 
     def __init__(self, scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
-                 checker: Checker = inline_checker, progress: Callable[[str], None] | None = None) -> None:
+                 checker: Checker = inline_checker, progress: Callable[[str], None] | None = None,
+                 oracle: Profile | None = None) -> None:
         self.scenario, self.backend, self.profile, self.checker = scenario, backend, profile, checker
         self.started = time.monotonic()
         self.history = History.create(
@@ -713,7 +716,7 @@ class ScenarioRun:
             known_failure=known.because if (known := scenario.known_failure(backend.kafka_version)) else None,
             topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
         )
-        self.executor = Executor(scenario, backend, profile, self.history, progress)
+        self.executor = Executor(scenario, backend, profile, self.history, progress, oracle)
         self._closed = False
 
     def start(self) -> None:
@@ -774,9 +777,11 @@ class ScenarioRun:
 def run_scenario(
     scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
     checker: Checker = inline_checker, progress: Callable[[str], None] | None = None,
+    oracle: Profile | None = None,
 ) -> RunResult:
-    """Start and finish one run; a system that cannot start gives a failed result, not an exception."""
-    run = ScenarioRun(scenario, backend, profile, history_root, checker, progress)
+    """Start and finish one run; a system that cannot start gives a failed result, not an exception.
+    ``oracle``: the shadow model's profile, when not ``profile``'s own (a planted mutant)."""
+    run = ScenarioRun(scenario, backend, profile, history_root, checker, progress, oracle)
     try:
         run.start()
     except BackendError as exc:
