@@ -65,6 +65,7 @@ LABEL_PREFIX = "pytest-elr"
 RECIPE_HASH_LABEL = f"{LABEL_PREFIX}.recipe-hash"
 # Bump to force rebuilds when the build logic in this module changes what an image holds.
 RECIPE_VERSION = "2"
+BASE_RECIPE_VERSION = "1"  # the debootstrap'ed base's own (it changes far less often)
 
 NAMESPACE_ENV = "PYTEST_ELR_IMAGE_NAMESPACE"
 BASE_IMAGE_ENV = "PYTEST_ELR_BASE_IMAGE"
@@ -205,7 +206,7 @@ def base_ref() -> str:
     given = os.environ.get(BASE_IMAGE_ENV)
     if given:
         return given
-    return f"{namespace()}/base:{SUITE}-{_hash(RECIPE_VERSION, SUITE, 'minbase', debian_mirror())}"
+    return f"{namespace()}/base:{SUITE}-{_hash(BASE_RECIPE_VERSION, SUITE, 'minbase', debian_mirror())}"
 
 
 def build_command(kafka_version: str) -> str:
