@@ -430,7 +430,7 @@ def build_node(kafka_version: str, force: bool = False) -> Built:
             cmd += ["--label", f"{k}={v}"]
         # Legacy builder: no buildx/BuildKit needed on Debian's docker.io.
         _run("kafka-node", [*cmd, str(ctx)], env={**os.environ, "DOCKER_BUILDKIT": "0"},
-             hint="apt-get inside the build needs Debian's packages; see the output above")
+             hint="see the build's output above (apt-get needs Debian's packages; prepare-node runs Kafka)")
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
     _log(f"kafka-node: built {tag} in {time.monotonic() - t0:.0f}s")

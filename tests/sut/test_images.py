@@ -3,17 +3,21 @@ image must carry, and a build on a given base image (``$PYTEST_ELR_BASE_IMAGE``)
 
 from __future__ import annotations
 
+import io
 import secrets
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_elr.sut import images
+from pytest_elr.sut import images, resources
 from pytest_elr.sut.errors import BuildStepError, ImageMissingError, UnknownKafkaVersionError
 from pytest_elr.sut.images import ImageMismatchError
+from pytest_elr.sut.record_batches import batches, record_values
 
 
 def test_versions_one_a_list_or_a_named_set() -> None:
@@ -156,3 +160,58 @@ def test_resolving_refuses_an_image_whose_label_is_another_recipes(fresh_namespa
     _docker("build", "-q", "-t", images.node_tag("4.3.1"), str(tmp_path))
     with pytest.raises(ImageMismatchError, match=r"recipe hash 0123456789ab.*\nfix: `elr images build"):
         images.resolve_image("4.3.1")
+
+
+def _files_in(container: Any, directory: str) -> dict[str, bytes]:
+    """Every file under ``directory``, through Docker's archive API (an exec's output can be cut
+    under load)."""
+    stream, _ = container.get_archive(directory)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        return {m.name.split("/", 1)[1]: tar.extractfile(m).read()  # type: ignore[union-attr]
+                for m in tar.getmembers() if m.isfile()}
+
+
+def _records(data: bytes) -> list[tuple[int, int, bool, list[bytes] | int]]:
+    """Each batch's offsets and records; a control batch (snapshot header/footer: they hold the
+    time of writing) by its record count."""
+    return [(b.base_offset, b.last_offset, b.control, b.count if b.control else list(record_values(b)))
+            for b in batches(data)]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("role", ["broker", "controller"])
+def test_the_node_format_writes_what_storagetool_writes(role: str) -> None:
+    """``kafka-ctl format`` copies StorageTool's output made at image build: the same files, the
+    same meta.properties but a fresh directory id, the same bootstrap records."""
+    image = images.resolve_image(images.DEFAULT_KAFKA_VERSION)
+    cid = resources.new_cluster_id()
+    client = resources.docker_client()
+    c = client.containers.run(image, detach=True, name=f"pytest-elr-{cid}-format", labels=resources.labels(cid))
+    try:
+        listeners = ("listeners=INTERNAL://0.0.0.0:19001\nadvertised.listeners=INTERNAL://b0:19001\n"
+                     "listener.security.protocol.map=INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+                     "inter.broker.listener.name=INTERNAL\n" if role == "broker" else
+                     "listeners=CONTROLLER://0.0.0.0:19002\nadvertised.listeners=CONTROLLER://c7:19002\n")
+        node = 7 if role == "controller" else 0  # a broker is never a voter
+        conf = (f"process.roles={role}\nnode.id={node}\ncontroller.quorum.voters=7@c7:19002\n"
+                f"controller.listener.names=CONTROLLER\n{listeners}log.dirs=/var/lib/kafka/data\n")
+        c.exec_run(["sh", "-c", f"printf '%s' '{conf}' > /etc/kafka/server.properties"])
+        fmt = c.exec_run(["/opt/elr/bin/kafka-ctl", "format", "ClusterIdForTheTest001", "1"])
+        assert fmt.exit_code == 0 and b"template" in fmt.output, fmt.output
+        tool = c.exec_run(["sh", "-c", "sed 's#^log.dirs=.*#log.dirs=/tmp/by-tool#' /etc/kafka/server.properties"
+                           " > /tmp/tool.properties && java -Xmx128m -cp '/opt/kafka/libs/*' "
+                           "-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties kafka.tools.StorageTool"
+                           " format -t ClusterIdForTheTest001 -c /tmp/tool.properties"
+                           " --feature eligible.leader.replicas.version=1"])
+        assert tool.exit_code == 0, tool.output[-2000:]
+        ours, theirs = _files_in(c, "/var/lib/kafka/data"), _files_in(c, "/tmp/by-tool")
+    finally:
+        resources.remove_cluster(cid, client)
+    assert sorted(ours) == sorted(theirs) and "meta.properties" in ours
+    props = [dict(line.split("=", 1) for line in f["meta.properties"].decode().splitlines() if "=" in line)
+             for f in (ours, theirs)]
+    assert props[0]["directory.id"] != props[1]["directory.id"]
+    assert {**props[0], "directory.id": ""} == {**props[1], "directory.id": ""}
+    assert props[0]["node.id"] == str(node) and props[0]["cluster.id"] == "ClusterIdForTheTest001"
+    for name in set(ours) - {"meta.properties"}:
+        assert _records(ours[name]) == _records(theirs[name]) and _records(ours[name]), name
