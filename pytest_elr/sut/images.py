@@ -46,20 +46,14 @@ from typing import Any
 
 import docker.errors
 
+from pytest_elr.core.versions import KNOWN_KAFKA_VERSIONS, NEWEST, VERSION_SETS, VersionError, resolve_versions
 from pytest_elr.sut import resources
 from pytest_elr.sut.errors import BuildStepError, ImageMissingError, UnknownKafkaVersionError
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
-# Every Kafka 4.x release Maven Central serves; each builds and starts a cluster with ELR on.
-KNOWN_KAFKA_VERSIONS = ("4.0.0", "4.0.1", "4.0.2", "4.1.0", "4.1.1", "4.1.2", "4.2.0", "4.2.1",
-                        "4.2.2", "4.3.0", "4.3.1", "4.4.0")
-NEWEST_KAFKA_VERSION = KNOWN_KAFKA_VERSIONS[-1]
-# Named sets for --kafka-version: ``ci`` is the newest and the last of the 4.0 line (ELR a feature
-# that is off unless formatted on; KAFKA-19522 unfixed), the two ends CI must cover.
-VERSION_SETS: dict[str, tuple[str, ...]] = {
-    "all-4x": KNOWN_KAFKA_VERSIONS,
-    "ci": (NEWEST_KAFKA_VERSION, "4.0.2"),
-}
+# Which releases exist and the named sets (all-4x, ci, ...) live in core.versions, one place for
+# the plugin's --elr-kafka-version and for this build; every listed release builds and starts.
+NEWEST_KAFKA_VERSION = NEWEST
 SUITE = "bookworm"
 LABEL_PREFIX = "pytest-elr"
 RECIPE_HASH_LABEL = f"{LABEL_PREFIX}.recipe-hash"
@@ -92,19 +86,6 @@ def namespace() -> str:
         raise ImageMissingError(f"${NAMESPACE_ENV}={ns!r} is not a Docker repository name.\n"
                                 "fix: lower-case letters, digits and . _ - / between them")
     return ns
-
-
-def resolve_versions(spec: str) -> list[str]:
-    """Kafka versions from one version, a comma list, or a named set (``all-4x``, ``ci``)."""
-    out: list[str] = []
-    for word in (w.strip() for w in spec.split(",")):
-        found = VERSION_SETS.get(word) or ((word,) if word in KNOWN_KAFKA_VERSIONS else None)
-        if found is None:
-            sets = "; ".join(f"{k} = {','.join(v)}" for k, v in VERSION_SETS.items())
-            raise UnknownKafkaVersionError(
-                f"unknown Kafka version or set {word!r}; versions: {', '.join(KNOWN_KAFKA_VERSIONS)}; sets: {sets}")
-        out += [v for v in found if v not in out]
-    return out
 
 
 _DEBIAN_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d")
@@ -456,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with recipe_path("setup-host.sh") as script:
             return subprocess.run(["bash", str(script)]).returncode
     try:
-        versions = [v for spec in a.kafka_version or [DEFAULT_KAFKA_VERSION] for v in resolve_versions(spec)]
+        versions = resolve_versions(",".join(a.kafka_version or [DEFAULT_KAFKA_VERSION]))  # each once
         for v in versions:
             if a.command == "tag":
                 print(node_tag(v))
@@ -464,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             built = build(v, a.force)
             _log(f"ready: {built.node} ({built.seconds:.0f}s)")
             print(built.node)
-    except (BuildStepError, ImageMissingError, UnknownKafkaVersionError) as e:
+    except (BuildStepError, ImageMissingError, UnknownKafkaVersionError, VersionError) as e:
         print(f"[images] FAILED: {e}", file=sys.stderr)
         return 1
     return 0

@@ -15,23 +15,18 @@ from typing import Any
 import pytest
 
 from pytest_elr.sut import images, resources
-from pytest_elr.sut.errors import BuildStepError, ImageMissingError, UnknownKafkaVersionError
+from pytest_elr.sut.errors import BuildStepError, ImageMissingError
 from pytest_elr.sut.images import ImageMismatchError
 from pytest_elr.sut.record_batches import batches, record_values
 
 
-def test_versions_one_a_list_or_a_named_set() -> None:
-    assert images.resolve_versions("4.0.1") == ["4.0.1"]
-    assert images.resolve_versions("4.4.0, 4.0.2,4.4.0") == ["4.4.0", "4.0.2"]
-    assert images.resolve_versions("ci") == [images.NEWEST_KAFKA_VERSION, "4.0.2"]
-    assert images.resolve_versions("all-4x") == list(images.KNOWN_KAFKA_VERSIONS)
-    assert len(images.KNOWN_KAFKA_VERSIONS) == 12 and images.NEWEST_KAFKA_VERSION == "4.4.0"
-
-
-@pytest.mark.parametrize("spec", ["4.5.0", "4.3.1,3.9.0", "all"])
-def test_an_unknown_version_or_set_lists_the_known_ones(spec: str) -> None:
-    with pytest.raises(UnknownKafkaVersionError, match=r"versions: 4\.0\.0, .*4\.4\.0; sets: all-4x = .*ci = "):
-        images.resolve_versions(spec)
+def test_elr_images_reads_a_list_or_a_named_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert images.main(["tag", "--kafka-version", "ci", "--kafka-version", "4.0.2,4.1.0"]) == 0
+    tags = capsys.readouterr().out.split()
+    assert [t.split(":")[1].split("-")[0] for t in tags] == [images.NEWEST_KAFKA_VERSION, "4.0.2", "4.1.0"]
+    assert images.NEWEST_KAFKA_VERSION == "4.4.0" and len(images.KNOWN_KAFKA_VERSIONS) == 12
+    assert images.main(["tag", "--kafka-version", "all"]) == 1
+    assert "known releases: 4.0.0, 4.0.1" in capsys.readouterr().err
 
 
 def _sources(tmp_path: Path, files: dict[str, str]) -> list[str]:
