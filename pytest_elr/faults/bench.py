@@ -5,7 +5,9 @@ Prints:
 * time to a ready cluster (3 brokers + 1 controller, all brokers unfenced,
   RF=3 topic created and fully in sync), per phase, beside a single plain
   Kafka node (combined broker+controller, no proxies) started in the same
-  run from the same image, and their ratio;
+  run from the same image, and their ratio (the single node formats with
+  StorageTool, as a stock install does, and its JVM maps the image's class-data
+  archive like every node's);
 * time from the ``cut`` API call to the link being cut: the REST call's
   duration, and a probe inside the source node that sends ApiVersions
   requests through the proxy every ~2 ms and notes its last answer;
