@@ -94,8 +94,9 @@ _DEBIAN_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d")
 def debian_mirror(sources: Sequence[str] = _DEBIAN_SOURCES) -> str:
     """``$PYTEST_ELR_DEBIAN_MIRROR``, else the mirror the host's apt sources use for Debian bookworm.
 
-    Only a source whose suites include bookworm (not ``bookworm-security``) counts: an Ubuntu host
-    names no Debian mirror, and guessing from an unrelated list made debootstrap fail obscurely.
+    Only a source of bookworm's ``main`` component counts (not ``bookworm-security``, not a vendor's
+    ``bookworm stable``): an Ubuntu host names no Debian mirror, and guessing from an unrelated
+    list made debootstrap fail obscurely.
     """
     if os.environ.get(MIRROR_ENV):
         return os.environ[MIRROR_ENV]
@@ -109,12 +110,14 @@ def debian_mirror(sources: Sequence[str] = _DEBIAN_SOURCES) -> str:
             for stanza in re.split(r"\n\s*\n", text):
                 uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
                 suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
-                if uris and suites and SUITE in suites.group(1).split():
+                components = re.search(r"^Components:\s*(.+)$", stanza, re.M)
+                if (uris and suites and components and SUITE in suites.group(1).split()
+                        and "main" in components.group(1).split()):
                     return uris.group(1)
         else:  # one-line form: deb [options] URI SUITE COMPONENT...
             for line in text.splitlines():
                 words = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()
-                if len(words) >= 3 and words[0] == "deb" and words[2] == SUITE:
+                if len(words) >= 4 and words[0] == "deb" and words[2] == SUITE and "main" in words[3:]:
                     return words[1]
     raise BuildStepError(
         "base", f"no Debian mirror serving {SUITE} in the host's apt sources ({', '.join(sources)})",

@@ -40,8 +40,9 @@ def _sources(tmp_path: Path, files: dict[str, str]) -> list[str]:
 def test_mirror_from_a_deb822_source_serving_bookworm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(images.MIRROR_ENV, raising=False)
     sources = _sources(tmp_path, {"debian.sources": (
-        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"
-        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n")})
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n\n"
+        "Types: deb\nURIs: http://vendor.example/linux/debian\nSuites: bookworm\nComponents: stable\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n")})
     assert images.debian_mirror(sources) == "http://mirror.example/debian"
 
 
@@ -49,6 +50,7 @@ def test_mirror_from_a_one_line_source_with_options(tmp_path: Path, monkeypatch:
     monkeypatch.delenv(images.MIRROR_ENV, raising=False)
     (tmp_path / "sources.list").write_text(
         "deb http://mirror.example/debian-security bookworm-security main\n"
+        "deb [arch=amd64] https://vendor.example/linux/debian bookworm stable\n"
         "# deb http://old.example/debian bookworm main\n"
         "deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n")
     assert images.debian_mirror(_sources(tmp_path, {})) == "http://mirror.example/debian"
@@ -57,7 +59,8 @@ def test_mirror_from_a_one_line_source_with_options(tmp_path: Path, monkeypatch:
 def test_an_ubuntu_host_names_no_debian_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(images.MIRROR_ENV, raising=False)
     sources = _sources(tmp_path, {
-        "ubuntu.sources": "Types: deb\nURIs: http://archive.example/ubuntu\nSuites: noble noble-updates\n",
+        "ubuntu.sources": "Types: deb\nURIs: http://archive.example/ubuntu\nSuites: noble noble-updates\n"
+                          "Components: main universe\n",
         "docker.list": "deb [arch=amd64] https://packages.example/linux/ubuntu noble stable\n"})
     with pytest.raises(BuildStepError, match="no Debian mirror serving bookworm") as e:
         images.debian_mirror(sources)
