@@ -408,7 +408,8 @@ def build_node(kafka_version: str, force: bool = False) -> Built:
             f"{LABEL_PREFIX}.toxiproxy-version": toxiproxy_version(),
             f"{LABEL_PREFIX}.base": base,
         }
-        cmd = ["docker", "build", "-q", "-t", tag, "--build-arg", f"BASE_IMAGE={base}",
+        # --force-rm: the legacy builder otherwise leaves a failed step's container behind.
+        cmd = ["docker", "build", "-q", "--force-rm", "-t", tag, "--build-arg", f"BASE_IMAGE={base}",
                "--build-arg", f"KAFKA_VERSION={kafka_version}"]
         for k, v in labels.items():
             cmd += ["--label", f"{k}={v}"]
