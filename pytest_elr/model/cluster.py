@@ -31,6 +31,7 @@ from pytest_elr.core.nodes import CONTROLLER, Link, Node
 from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Result
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
+from pytest_elr.model.ledger import LossLedger
 from pytest_elr.model.profiles import Profile
 from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
 
@@ -82,7 +83,8 @@ class ModelCluster:
     committed: list[Record] = field(default_factory=list)  # every record ever below the HWM
     follower_leo: dict[int, int] = field(default_factory=dict)  # the leader's view
     follower_fetch_epoch: dict[int, int] = field(default_factory=dict)  # KIP-903
-    unclean_shutdowns_of_trusted: int = 0
+    #: lossy shutdowns of replicas relied on that have not caught up since (model/ledger.py)
+    ledger: LossLedger = field(default_factory=LossLedger)
     frozen_min_isr: int = 0  # min ISR in force when the ISR last fell below it
     _next_value: int = 0
     _view_epoch: int = -1
@@ -166,11 +168,20 @@ class ModelCluster:
         return (req.leader,) if self._reachable(req.leader, CONTROLLER) else ()
 
     def trusted(self) -> set[int]:
-        """Replicas the protocol relies on as complete: leader, ISR and ELR."""
-        trusted = set(self.part.isr) | set(self.part.elr)
+        """Replicas the protocol relies on as complete, or may still elect: leader, ISR, ELR and
+        LastKnownELR."""
+        trusted = set(self.part.isr) | set(self.part.elr) | set(self.part.last_known_elr)
         if self.part.leader is not None:
             trusted.add(self.part.leader)
         return trusted
+
+    def within_tolerance(self) -> bool:
+        """At most min ISR - 1 lossy shutdowns of relied-on replicas that have not caught up."""
+        return self.ledger.within(self.frozen_min_isr)
+
+    def ledger_allows(self, broker: int) -> bool:
+        """Whether a lossy shutdown of ``broker`` now keeps the run within the tolerance."""
+        return self.ledger.within(self.frozen_min_isr, {broker} & self.trusted())
 
     def drain(self) -> list[ConsumedRecord]:
         leader = self.leader_replica()
@@ -302,10 +313,10 @@ class ModelCluster:
         if broker not in self.down_order:
             self.down_order.append(broker)
 
-    def _stop(self, broker: int, clean: bool) -> None:
+    def _stop(self, broker: int, clean: bool, lossy: bool = False) -> None:
         b = self._running(broker)
-        if broker in self.trusted() and not clean:
-            self.unclean_shutdowns_of_trusted += 1
+        if not clean:
+            self.ledger.shutdown(broker, lossy, self.trusted(), self.profile.rules.crash_is_lossless)
         log = self.logs.get(broker)
         if clean:
             if log is not None:
@@ -321,7 +332,7 @@ class ModelCluster:
         self._note_down_broker(broker)
 
     def _power_off(self, broker: int) -> LossEvidence:
-        self._stop(broker, clean=False)
+        self._stop(broker, clean=False, lossy=True)
         log = self.logs.get(broker)
         if log is None:
             return LossEvidence(broker, 0, 0)
@@ -333,9 +344,9 @@ class ModelCluster:
     def _replace_disk(self, broker: int) -> LossEvidence:
         b = self.brokers[broker]
         if b.running:
-            self._stop(broker, clean=False)
-        elif broker in self.trusted():
-            self.unclean_shutdowns_of_trusted += 1
+            self._stop(broker, clean=False, lossy=True)
+        else:
+            self.ledger.shutdown(broker, True, self.trusted())
         b.clean_marker = None
         b.new_disk = True
         log = self.logs.get(broker)
@@ -493,6 +504,9 @@ class ModelCluster:
                 broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
         if len(part.isr) >= self.eff_min_isr:
             self.frozen_min_isr = self.eff_min_isr
+        leader = part.leader
+        live = leader is not None and leader not in self.fenced and self.brokers[leader].running
+        self.ledger.caught_up(part.isr, self.eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
 
     def _replication_round(self) -> None:
         leader = self.part.leader

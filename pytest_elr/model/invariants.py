@@ -23,7 +23,7 @@ class Violation:
 
 
 def within_tolerance(m: ModelCluster) -> bool:
-    return m.unclean_shutdowns_of_trusted <= m.frozen_min_isr - 1
+    return m.within_tolerance()
 
 
 def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:

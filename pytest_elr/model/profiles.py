@@ -47,6 +47,8 @@ class Rules:
     elect_only_unfenced: bool = True  # electable, reject_alter_partition: a fenced broker is not elected nor added
     check_broker_epoch: bool = True  # reject_alter_partition: KIP-903's stale broker epoch check
     cap_min_isr_at_rf: bool = True  # effective_min_isr: min ISR capped at the replication factor
+    crash_is_lossless: bool = True  # ledger.LossLedger.shutdown: a crash does not enter the loss ledger
+    ledger_resets_on_catch_up: bool = True  # ledger.LossLedger.caught_up: a replica that caught up leaves it
 
 
 @dataclass(frozen=True)
