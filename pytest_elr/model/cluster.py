@@ -25,6 +25,7 @@ from pytest_elr.actions import (
     SetMinIsr,
     Shutdown,
     Slow,
+    UncleanElection,
     Wait,
 )
 from pytest_elr.core.nodes import CONTROLLER, Link, Node
@@ -86,6 +87,13 @@ class ModelCluster:
     #: lossy shutdowns of replicas relied on that have not caught up since (model/ledger.py)
     ledger: LossLedger = field(default_factory=LossLedger)
     frozen_min_isr: int = 0  # min ISR in force when the ISR last fell below it
+    #: why ISR + ELR may be under min ISR since the ISR last met it (an ELR member's unclean
+    #: registration, a min ISR change that cleared the ELR), or None: the seeds' exceptions
+    quorum_shrunk_by: str | None = None
+    #: brokers that registered after an unclean shutdown and have not caught up since
+    unclean_restarted: set[int] = field(default_factory=set)
+    #: ISR members the controller accepted with a broker epoch older than their registration's
+    stale_in_isr: set[int] = field(default_factory=set)
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
@@ -176,8 +184,9 @@ class ModelCluster:
         return trusted
 
     def within_tolerance(self) -> bool:
-        """At most min ISR - 1 lossy shutdowns of relied-on replicas that have not caught up."""
-        return self.ledger.within(self.frozen_min_isr)
+        """At most min ISR - 1 lossy shutdowns of relied-on replicas that have not caught up, and
+        no unclean election chosen by the operator (``unclean.leader.election.enable``)."""
+        return self.ledger.within(self.frozen_min_isr) and not self.ctx.chosen_unclean_elections
 
     def ledger_allows(self, broker: int) -> bool:
         """Whether a lossy shutdown of ``broker`` now keeps the run within the tolerance."""
@@ -290,7 +299,15 @@ class ModelCluster:
     @_do.register
     def _(self, action: SetMinIsr) -> Result:
         self.min_isr = action.value
+        had = set(self.part.elr)
         controller.change_min_isr(self.part, action.value, self.ctx)
+        if had - set(self.part.elr):
+            self.quorum_shrunk_by = f"min ISR set to {action.value} cleared the ELR"
+        return None
+
+    @_do.register
+    def _(self, action: UncleanElection) -> Result:
+        controller.set_unclean_election(self.part, action.enabled, self.ctx)
         return None
 
     @_do.register
@@ -477,6 +494,9 @@ class ModelCluster:
                 broker.registered = True
                 broker.clean_marker = None  # removed once the log manager is up
                 if not clean and b in part.replicas:
+                    self.unclean_restarted.add(b)
+                    if b in part.elr or b in part.isr:
+                        self.quorum_shrunk_by = f"broker {b} registered after an unclean shutdown"
                     controller.register_unclean(part, b, ctx)
                 if broker.new_disk and b in part.replicas and self.profile.directory_ids:
                     controller.reassign_directory(part)
@@ -493,10 +513,16 @@ class ModelCluster:
                 self.pending_alter = None
             elif self._reachable(req.leader, CONTROLLER) and (req.leader, CONTROLLER) not in self.slow:
                 self.pending_alter = None
+                before = set(part.isr)
                 error = controller.alter_partition(part, req, ctx)
                 if error is not None:
                     self.protocol_errors.append(error)
                     self.rejected_alter = req
+                else:
+                    joined = {b for b, _ in req.new_isr if b not in before}
+                    self.unclean_restarted -= joined  # caught up: the leader let it in
+                    self.stale_in_isr |= {b for b, epoch in req.new_isr
+                                          if b in joined and epoch != self.brokers[b].epoch}
         # 4. Metadata reaches the brokers that can hear the controller.
         for b in self.brokers_ids:
             broker = self.brokers[b]
@@ -504,6 +530,10 @@ class ModelCluster:
                 broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
         if len(part.isr) >= self.eff_min_isr:
             self.frozen_min_isr = self.eff_min_isr
+            self.quorum_shrunk_by = None
+        if part.recovering and part.leader is not None:
+            self.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
+        self.stale_in_isr &= set(part.isr)
         leader = part.leader
         live = leader is not None and leader not in self.fenced and self.brokers[leader].running
         self.ledger.caught_up(part.isr, self.eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)

@@ -38,6 +38,11 @@ class ControllerContext:
     broker_epoch: Callable[[int], int]
     #: (last leader epoch in the log, log end offset) of a live replica, for unclean recovery
     log_info: Callable[[int], tuple[int, int]]
+    #: the topic's unclean.leader.election.enable
+    unclean_election: bool = False
+    #: unclean elections made because unclean.leader.election.enable was on (the operator chose
+    #: availability over durability: the data invariants promise nothing after one)
+    chosen_unclean_elections: int = 0
 
     def eff(self, part: PartitionRecord) -> int:
         """The effective min ISR of the partition."""
@@ -205,6 +210,22 @@ def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerConte
         bump(part, leader_change=False)
 
 
+def set_unclean_election(part: PartitionRecord, enabled: bool, ctx: ControllerContext) -> None:
+    """The topic's ``unclean.leader.election.enable`` changed; the controller then tries an
+    election at once (on Kafka: the ElectLeaders request with election type UNCLEAN that the
+    runbook sends). Under the full KIP the setting maps onto ``unclean.recovery.strategy``: on is
+    Aggressive, off the strategy the topic had.
+
+    KIP-966, "Unclean recovery": "unclean.leader.election.enable=true, the controller will randomly
+    elect a leader if the last ISR member gets fenced." "Other" 3: "unclean.leader.election.enable.true
+    -> unclean.recovery.strategy.Aggressive".
+
+    Mutation switch: none (``unclean_leader_election`` decides who).
+    """
+    ctx.unclean_election = enabled
+    maybe_elect(part, ctx)
+
+
 # --- 3. the partition change -----------------------------------------------------------------
 
 
@@ -334,13 +355,35 @@ def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
         part.elr = []
         part.last_known_elr = []
         part.recovering = True
+        if ctx.unclean_election:
+            ctx.chosen_unclean_elections += 1
     elif leader in part.elr:
         part.isr = [leader]
         part.elr = [b for b in part.elr if b != leader]
+        clear_elr_after_election(part, ctx)
     if ctx.profile.last_known is LastKnown.LAST_LEADER:
         part.last_known_elr = []
     part.leader = leader
     bump(part, leader_change=True)
+
+
+def clear_elr_after_election(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """An election from the ELR proposes a new ISR (the leader alone): ELR update rule 1 applies
+    to it like to any proposed ISR, so when that ISR already meets min ISR (after min ISR was
+    lowered while the partition was leaderless) the remaining ELR and LastKnownELR are emptied --
+    the HWM can move again, and a stale ELR member would otherwise stay electable.
+
+    KIP-966, "Controller behaviors" > ELR update rule 1: "When the proposed ISR is larger or equal
+    to min ISR, the controller will update the ISR and empty the ELR." "Other behaviors" 6a: "The
+    LastKnownELR will be cleaned when ISR reaches the min ISR."
+
+    Found by the property search under ``kip966`` (docs/model.md, "Findings of the search").
+
+    Mutation switch: ``Rules.clear_elr_after_election``.
+    """
+    if ctx.profile.rules.clear_elr_after_election and ctx.profile.elr and len(part.isr) >= ctx.eff(part):
+        part.elr = []
+        part.last_known_elr = []
 
 
 def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | None, bool]:
@@ -356,16 +399,18 @@ def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | 
     for b in part.isr:
         if electable(b, ctx):
             return b, False
-    if not ctx.profile.elr or part.isr:
-        return None, False
-    for b in part.elr:
-        if electable(b, ctx):
-            return b, False
-    if ctx.profile.last_known is LastKnown.LAST_LEADER:
+    if ctx.profile.elr and not part.isr:
+        for b in part.elr:
+            if electable(b, ctx):
+                return b, False
+        if ctx.profile.last_known is LastKnown.ELR_SET:
+            recovered = unclean_recovery(part, ctx)
+            return recovered, recovered is not None
         last = last_known_leader(part, ctx)
-        return last, last is not None
-    recovered = unclean_recovery(part, ctx)
-    return recovered, recovered is not None
+        if last is not None:
+            return last, True
+    chosen = unclean_leader_election(part, ctx)
+    return chosen, chosen is not None
 
 
 def electable(broker: int, ctx: ControllerContext) -> bool:
@@ -387,37 +432,64 @@ def last_known_leader(part: PartitionRecord, ctx: ControllerContext) -> int | No
     KIP-966, "Delivery plan": "unclean.leader.election.enable false, then elect the LastKnownLeader
     once it is unfenced."
 
-    Mutation switch: none (``electable`` has one).
+    Mutation switch: ``Rules.last_known_leader_unfenced`` (off: KAFKA-19522, Kafka 4.0.x, whose
+    ``canElectLastKnownLeader`` logs that the last known leader is not alive and elects it anyway).
     """
     if not part.elr and len(part.last_known_elr) == 1:
         last = part.last_known_elr[0]
-        if electable(last, ctx):
+        if electable(last, ctx) or not ctx.profile.rules.last_known_leader_unfenced:
             return last
     return None
 
 
+def unclean_leader_election(part: PartitionRecord, ctx: ControllerContext) -> int | None:
+    """``kafka``, ``legacy``: with ``unclean.leader.election.enable`` on and no clean candidate,
+    the first unfenced replica in assignment order is elected uncleanly, whatever it lost (Kafka's
+    ``electAnyLeader``: ISR, ELR, last known leader, then any acceptable replica).
+
+    KIP-966, "Delivery plan": "If there are fenced ELR members - unclean.leader.election.enable true,
+    start an unclean leader election." "The unclean leader election will be randomly choosing an
+    unfenced replica as it is today."
+
+    Mutation switch: none.
+    """
+    if not ctx.unclean_election or ctx.profile.last_known is LastKnown.ELR_SET:
+        return None
+    for b in part.replicas:
+        if ctx.is_unfenced(b):
+            return b
+    return None
+
+
 def unclean_recovery(part: PartitionRecord, ctx: ControllerContext) -> int | None:
-    """Full KIP only: with no clean candidate, ``unclean.recovery.strategy`` decides. ``none``
-    waits; ``balanced`` waits until ISR and ELR are empty and every LastKnownELR member is
-    unfenced (able to answer GetReplicaLogInfo); ``aggressive`` goes at once. Log inspection then
-    picks the live replica with the highest last leader epoch, then the longest log; ties go by
+    """Full KIP only: with no clean candidate, ``unclean.recovery.strategy`` decides
+    (``unclean.leader.election.enable`` on means Aggressive). ``none`` waits; ``balanced`` waits
+    until ISR and ELR are empty and every LastKnownELR member is unfenced, then inspects the logs
+    of the LastKnownELR only -- the recovery quorum; ``aggressive`` goes at once, among every live
+    replica. Log inspection picks the highest last leader epoch, then the longest log; ties go by
     assignment order.
 
     KIP-966, "Unclean recovery" 4b: "If the unclean.recovery.strategy=Balanced, the controller
     will do the unclean recovery when all the LastKnownELR are unfenced." And: "The one with the
-    highest leader epoch plus the longest log end offset will be the new leader."
+    highest leader epoch plus the longest log end offset will be the new leader." Design notes
+    5.3.1: "It involves the controller inspecting the logs of the LastKnownELR and choosing the one
+    with the highest epoch and offset"; 5.3.3 step 9: "It sends a GetReplicaLogInfo request to each
+    replica in the LastKnownELR." (The KIP adds "plus the replicas replied within the timeout": the
+    model has no clock, so it takes the design notes' set, the one 5.3.2's guarantee is about.)
 
-    Mutation switch: none.
+    Mutation switch: ``Rules.balanced_inspects_last_known_elr`` (off: every live replica).
     """
-    strategy = ctx.profile.unclean_recovery
+    strategy = UncleanRecovery.AGGRESSIVE if ctx.unclean_election else ctx.profile.unclean_recovery
     if strategy is None or strategy is UncleanRecovery.NONE:
         return None
+    live = [b for b in part.replicas if ctx.is_unfenced(b)]
     if strategy is UncleanRecovery.BALANCED:
         if part.elr or not part.last_known_elr:
             return None
         if not all(ctx.is_unfenced(b) for b in part.last_known_elr):
             return None
-    live = [b for b in part.replicas if ctx.is_unfenced(b)]
+        if ctx.profile.rules.balanced_inspects_last_known_elr:
+            live = list(part.last_known_elr)
     if not live:
         return None
     return max(live, key=lambda b: (*ctx.log_info(b), -part.replicas.index(b)))

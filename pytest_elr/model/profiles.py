@@ -42,11 +42,14 @@ class Rules:
     """
 
     clear_elr_at_min_isr: bool = True  # clear_elr_at_min_isr: ELR update rule 1 empties the ELR
+    clear_elr_after_election: bool = True  # clear_elr_after_election: rule 1 again after an ELR election
     hwm_requires_min_isr: bool = True  # hwm_may_advance: the HWM waits for a committed ISR at min ISR
     drop_unclean_from_elr: bool = True  # register_unclean: an unclean registration leaves the ELR
     elect_only_unfenced: bool = True  # electable, reject_alter_partition: a fenced broker is not elected nor added
     check_broker_epoch: bool = True  # reject_alter_partition: KIP-903's stale broker epoch check
     cap_min_isr_at_rf: bool = True  # effective_min_isr: min ISR capped at the replication factor
+    last_known_leader_unfenced: bool = True  # last_known_leader: a fenced last leader is waited for
+    balanced_inspects_last_known_elr: bool = True  # unclean_recovery: Balanced inspects LastKnownELR only
     crash_is_lossless: bool = True  # ledger.LossLedger.shutdown: a crash does not enter the loss ledger
     ledger_resets_on_catch_up: bool = True  # ledger.LossLedger.caught_up: a replica that caught up leaves it
 

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _flow(items: list[dict[str, object]]) -> str:
-    return "; ".join(yaml.safe_dump(item, default_flow_style=True).strip().strip("{}") for item in items)
+    return "; ".join(yaml.safe_dump(item, default_flow_style=True).strip()[1:-1] for item in items)
 
 
 def counterexample_yaml(profile: str, actions: list, violations: list[str]) -> str:  # type: ignore[type-arg]

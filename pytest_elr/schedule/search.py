@@ -40,6 +40,7 @@ from pytest_elr.actions import (
     SetMinIsr,
     Shutdown,
     Slow,
+    UncleanElection,
 )
 from pytest_elr.core.nodes import CONTROLLER, Node, isolation_links
 from pytest_elr.model import invariants
@@ -204,6 +205,12 @@ class ProtocolMachine(RuleBasedStateMachine):
     @rule(value=st.integers(1, len(BROKERS) + 1))
     def set_min_isr(self, value: int) -> None:
         self._do(SetMinIsr(value=value))
+
+    @_enabled("unclean_election")
+    @rule(enabled=st.booleans())
+    def unclean_election(self, enabled: bool) -> None:
+        """The 2018 runbook; after an election it makes, the data invariants promise nothing."""
+        self._do(UncleanElection(enabled=enabled))
 
     @precondition(lambda self: len(self.actions) > 0)
     @invariant()
