@@ -115,6 +115,11 @@ PROFILES: dict[str, Profile] = {
 PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
 
 
+def replace_rules(profile: Profile, rules: Rules) -> Profile:
+    """The profile with other rule switches (a mutant of it)."""
+    return replace(profile, rules=rules)
+
+
 def get_profile(name: str) -> Profile:
     try:
         return PROFILES[name]

@@ -69,6 +69,8 @@ class SearchConfig:
     profile: Profile
     brokers: tuple[int, ...] = BROKERS
     min_isr: int = MIN_ISR
+    #: the kinds of rule the swarm chooses from (default: all of ``KINDS``)
+    kinds: tuple[str, ...] = KINDS
 
 
 class InvariantBroken(AssertionError):
@@ -109,9 +111,10 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # --- rules: one per form of fault ------------------------------------------------------------
 
-    @initialize(kinds=st.sets(st.sampled_from(KINDS), min_size=2))
-    def choose_fault_kinds(self, kinds: set[str]) -> None:
-        self.enabled = frozenset(kinds)
+    @initialize(data=st.data())
+    def choose_fault_kinds(self, data: st.DataObject) -> None:
+        kinds = self.config.kinds
+        self.enabled = frozenset(data.draw(st.sets(st.sampled_from(kinds), min_size=min(2, len(kinds)))))
 
     @rule(count=st.integers(1, 5), acks=st.sampled_from(["all", "all", "1", "0"]))
     def produce(self, count: int, acks: str) -> None:
@@ -230,6 +233,7 @@ def search(
     max_examples: int = 300,
     steps: int = 25,
     rules: Rules | None = None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> tuple[list[Action], list[str]] | None:
     """Explore random schedules; return the shrunk counterexample (actions, violations), if any.
 
@@ -238,7 +242,7 @@ def search(
     prof = get_profile(profile) if isinstance(profile, str) else profile
     if rules is not None:
         prof = replace(prof, rules=rules)
-    machine = machine_for(SearchConfig(profile=prof))
+    machine = machine_for(SearchConfig(profile=prof, kinds=kinds))
     run_settings = settings(
         max_examples=max_examples, stateful_step_count=steps, deadline=None, database=None,
         suppress_health_check=list(HealthCheck), derandomize=True, print_blob=False,
