@@ -195,8 +195,11 @@ def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerConte
     KIP-966, "Other behaviors" 2: "When updating the config min.insync.replicas, if the new min ISR
     <= current ISR, the ELR will be removed."
 
-    Profiles: ``kafka`` clears them on any change of the setting, as Kafka 4.x does; ``legacy`` has
-    no ELR.
+    Profiles: ``kafka`` clears them on any update of the setting, even to the value it already has
+    and even with the ISR under the new value -- measured on Kafka 4.3.1, which writes a
+    ClearElrRecord (``Profile.kip_differences``; scenarios ``min_isr_change_same_value``,
+    ``min_isr_change_leaderless``: a leaderless partition then has no eligible replica left and
+    only an unclean election brings it back); ``legacy`` has no ELR.
 
     Mutation switch: none.
     """

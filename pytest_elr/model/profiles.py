@@ -79,6 +79,9 @@ class Profile:
     description: str = ""
     #: differences from the real system the model does not reproduce (docs/model.md)
     deviations: tuple[Deviation, ...] = ()
+    #: where the profile follows the real system against the KIP's text: the rule (``field``),
+    #: how the system differs, and the measurement that shows it (docs/model.md)
+    kip_differences: tuple[Deviation, ...] = ()
 
     def with_unclean_recovery(self, strategy: UncleanRecovery | None) -> Profile:
         if self.unclean_recovery is None:
@@ -101,6 +104,28 @@ PROFILES: dict[str, Profile] = {
         unclean_recovery=None,
         directory_ids=True,
         description="Apache Kafka 4.1+ as shipped (ELR on; LastKnownElr = last leader)",
+        kip_differences=(
+            Deviation(
+                "change_min_isr",
+                "any update of the topic's min.insync.replicas, even to the value it has, clears ELR "
+                "and LastKnownElr (a ClearElrRecord); KIP-966 'Other behaviors' 2 removes the ELR only "
+                "when the new min ISR <= ISR size",
+                "measured on Kafka 4.3.1: scenarios/min_isr_change_same_value.elr.yaml, "
+                "scenarios/min_isr_change_leaderless.elr.yaml",
+            ),
+            Deviation(
+                "record_last_known_leader",
+                "LastKnownElr holds only the last leader, elected uncleanly once unfenced; no "
+                "unclean recovery (no log inspection)",
+                "KIP-966 'Delivery plan'; Kafka 4.3.1: scenarios/kip966_t0_t7_walkthrough.elr.yaml",
+            ),
+            Deviation(
+                "reassign_directory",
+                "a replica on a new disk moves the partition (KIP-858), so a late AlterPartition fails "
+                "the partition-epoch check before KIP-903's broker-epoch check",
+                "measured on Kafka 4.3.1: scenarios/kip903_stale_broker_epoch.elr.yaml",
+            ),
+        ),
     ),
     "legacy": Profile(
         name="legacy",
