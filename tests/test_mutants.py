@@ -21,7 +21,8 @@ KILLED_BY = {
     "unclean-broker-kept-in-elr": "scenario design-5.3.3-balanced-unclean-recovery [kip966]: step broker-2-back",
     "fenced-elr-member-elected": "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step outage",
     "fenced-last-known-leader-elected": "rule check KAFKA-19522",
-    "balanced-inspects-every-replica": "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step quorum-back",
+    "balanced-inspects-every-replica":
+        "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step quorum-back",
     "stale-broker-epoch-accepted": "scenario kip903-stale-broker-epoch [kip966]: step T3",
     "min-isr-not-capped-at-rf": "scenario kip966-effective-min-isr [kip966]: step both-replicas",
     "tolerance-counts-crashes": "negative control crashes-then-last-replica-loses [legacy]: no_acked_loss did not fire",
