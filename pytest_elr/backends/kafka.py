@@ -83,14 +83,18 @@ class KafkaBackend(Backend):
     profiles: ClassVar[frozenset[str]] = frozenset({"kafka", "legacy"})
     settles_instantly: ClassVar[bool] = False
 
+    @classmethod
+    def default_version(cls) -> str:
+        from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION  # here: the images module imports Docker's client
+
+        return os.environ.get(KAFKA_VERSION_ENV) or DEFAULT_KAFKA_VERSION
+
     def __init__(self, session: Session | None = None, version: str | None = None) -> None:
         """``session``: the pytest session's :class:`ClusterPool` (None: a pool of this backend's own,
         closed by ``close``); ``version``: the Kafka release (default ``$PYTEST_ELR_KAFKA_VERSION``,
         else the one the images are built for)."""
         super().__init__(session, version)
-        from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION  # here: the images module imports Docker's client
-
-        self.kafka_version = version or os.environ.get(KAFKA_VERSION_ENV, DEFAULT_KAFKA_VERSION)
+        self.kafka_version = version or self.default_version()
         self._own_pool = session is None
         self.pool = cast(ClusterPool[Any], session) if session is not None else ClusterPool()
         self.cluster: Any = None  # a started pytest_elr.sut.cluster.KafkaCluster, from the pool
