@@ -195,18 +195,20 @@ def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerConte
     KIP-966, "Other behaviors" 2: "When updating the config min.insync.replicas, if the new min ISR
     <= current ISR, the ELR will be removed."
 
-    Profiles: ``kafka`` clears them on any update of the setting, even to the value it already has
-    and even with the ISR under the new value -- measured on Kafka 4.3.1, which writes a
-    ClearElrRecord (``Profile.kip_differences``; scenarios ``min_isr_change_same_value``,
-    ``min_isr_change_leaderless``: a leaderless partition then has no eligible replica left and
-    only an unclean election brings it back); ``legacy`` has no ELR.
+    Profiles: ``kafka`` clears them whenever the value changes, whatever the ISR -- measured on Kafka
+    4.3.1, which writes a ClearElrRecord (``Profile.kip_differences``; scenarios
+    ``min_isr_change_same_value``: raised over the ISR, ``min_isr_change_leaderless``: a leaderless
+    partition then has no eligible replica left and only an unclean election brings it back); an
+    update to the value it already has changes nothing there, as under the KIP. ``legacy`` has no
+    ELR.
 
     Mutation switch: none.
     """
+    changed = new_min_isr != ctx.min_isr
     ctx.min_isr = new_min_isr
     if not ctx.profile.elr:
         return
-    clears = ctx.profile.last_known is LastKnown.LAST_LEADER or len(part.isr) >= ctx.eff(part)
+    clears = (ctx.profile.last_known is LastKnown.LAST_LEADER and changed) or len(part.isr) >= ctx.eff(part)
     if clears and (part.elr or part.last_known_elr):
         part.elr = []
         part.last_known_elr = []

@@ -107,9 +107,9 @@ PROFILES: dict[str, Profile] = {
         kip_differences=(
             Deviation(
                 "change_min_isr",
-                "any update of the topic's min.insync.replicas, even to the value it has, clears ELR "
-                "and LastKnownElr (a ClearElrRecord); KIP-966 'Other behaviors' 2 removes the ELR only "
-                "when the new min ISR <= ISR size",
+                "any change of the topic's min.insync.replicas clears ELR and LastKnownElr (a "
+                "ClearElrRecord), whatever the ISR; KIP-966 'Other behaviors' 2 removes the ELR only "
+                "when the new min ISR <= ISR size (an update to the same value changes nothing)",
                 "measured on Kafka 4.3.1: scenarios/min_isr_change_same_value.elr.yaml, "
                 "scenarios/min_isr_change_leaderless.elr.yaml",
             ),

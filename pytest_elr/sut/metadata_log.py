@@ -9,10 +9,10 @@ bumps the partition epoch, a new leader the leader epoch).
 
 Record layouts from Kafka's public metadata schemas (``TopicRecord``, ``PartitionRecord``,
 ``PartitionChangeRecord``, ``ClearElrRecord``; every version flexible). ``ClearElrRecord`` (key 28,
-one field, the topic's name, empty for every topic) is what a ``min.insync.replicas`` update
-writes: it empties ELR and LastKnownElr of the topic's partitions (measured on Kafka 4.3.1, dumped
-with ``DumpLogSegments --cluster-metadata-decoder``: ``{"type":"CLEAR_ELR_RECORD","data":
-{"topicName":"same-a66592"}}`` after the topic's min ISR was set to the value it had).
+one field, the topic's name, empty for every topic) follows a change of ``min.insync.replicas``:
+it empties ELR and LastKnownElr of the topic's partitions (Kafka 4.3.1, dumped with
+``DumpLogSegments --cluster-metadata-decoder``: ``{"type":"CLEAR_ELR_RECORD","data":
+{"topicName":"same-a66592"}}`` right after the topic's ``min.insync.replicas`` config record).
 
 The file is copied through Docker's archive API (binary-safe, unlike an exec's output under load)
 and only what was appended since the last refresh is parsed.

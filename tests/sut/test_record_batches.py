@@ -109,7 +109,7 @@ def test_metadata_log_replays_leader_recovery_state() -> None:
 
 
 def test_metadata_log_replays_clear_elr_records() -> None:
-    """A min.insync.replicas update writes a ClearElrRecord (key 28, the topic's name) on Kafka 4.3.1."""
+    """A min.insync.replicas change writes a ClearElrRecord (key 28, the topic's name) on Kafka 4.3.1."""
     topic_id = uuid.uuid4().bytes
     topic = _record(2, 0, Writer().compact_string("t").raw(topic_id).tags())
     partition = Writer().int32(0).raw(topic_id)
