@@ -94,6 +94,9 @@ class ModelCluster:
     unclean_restarted: set[int] = field(default_factory=set)
     #: ISR members the controller accepted with a broker epoch older than their registration's
     stale_in_isr: set[int] = field(default_factory=set)
+    #: partition epoch at a min ISR change whose HWM re-evaluation waits for the next event
+    #: (``controller.hwm_reevaluated``), or None
+    hwm_waits_since: int | None = None
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
@@ -301,6 +304,8 @@ class ModelCluster:
         self.min_isr = action.value
         had = set(self.part.elr)
         controller.change_min_isr(self.part, action.value, self.ctx)
+        if self.profile.hwm_waits_for_an_event:
+            self.hwm_waits_since = self.part.partition_epoch
         if had - set(self.part.elr):
             self.quorum_shrunk_by = f"min ISR set to {action.value} cleared the ELR"
         return None
@@ -410,6 +415,7 @@ class ModelCluster:
         records = [Record(v, self.part.leader_epoch, action.acks) for v in values]
         first = log.leo
         log.log.extend(records)
+        self.hwm_waits_since = None  # an append: the leader evaluates its HWM again
         for i, send in enumerate(sends):
             send.offset = first + i
         if action.acks == "all":
@@ -561,6 +567,8 @@ class ModelCluster:
             if common < follower.leo:
                 del follower.log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
+            if follower.leo < lead.leo:
+                self.hwm_waits_since = None  # a fetch that moves a follower's log end
             follower.log.extend(lead.log[follower.leo :])
             follower.hwm = min(lead.hwm, follower.leo)
             self.follower_leo[f] = follower.leo
@@ -571,7 +579,10 @@ class ModelCluster:
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
         lead = self.logs[leader]
-        if controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
+        if self.hwm_waits_since is not None and part.partition_epoch != self.hwm_waits_since:
+            self.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
+        if controller.hwm_reevaluated(self.hwm_waits_since is None) and \
+                controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
             ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
             new_hwm = controller.advance_hwm(lead.hwm, ends)
             if new_hwm > lead.hwm:

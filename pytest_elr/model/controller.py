@@ -533,6 +533,22 @@ def hwm_may_advance(committed_isr: list[int], min_isr: int, rules: Rules) -> boo
     return len(committed_isr) >= min_isr or not rules.hwm_requires_min_isr
 
 
+def hwm_reevaluated(event_since_min_isr_change: bool) -> bool:
+    """``kafka``, ``legacy``: a min ISR change does not make the leader evaluate its HWM again; the
+    next event that does (a record appended, a follower's log end moving, an ISR change) moves it.
+    So after lowering min ISR to the ISR's size, records that waited stay above the HWM until then,
+    even with a caught-up follower fetching all along. The full KIP says when the HWM *may* move,
+    not when it is evaluated: ``kip966`` evaluates it at once.
+
+    Seed: none. Measured on Kafka 4.3.1 (``scenarios/min_isr_change_lower_and_raise.elr.yaml``,
+    step ``lower-to-isr``: HWM 5 after min ISR 3 -> 2 with ISR [0, 1] and 4 records waiting).
+    ``Profile.hwm_waits_for_an_event``.
+
+    Mutation switch: none.
+    """
+    return event_since_min_isr_change
+
+
 def advance_hwm(hwm: int, maximal_isr_ends: list[int]) -> int:
     """The new HWM: what every member of the maximal ISR (the committed ISR plus members the
     leader asked to add) holds, given as their log end offsets as the leader knows them; it never

@@ -76,6 +76,9 @@ class Profile:
     #: reassigned, which bumps their partition epoch (so a late AlterPartition fails that check
     #: first, with INVALID_UPDATE_VERSION, before KIP-903's broker-epoch check is reached).
     directory_ids: bool = False
+    #: after a min ISR change the leader's HWM waits for the next event (an append, a follower's log
+    #: end moving, an ISR change) before it moves (controller.hwm_reevaluated; measured on Kafka 4.3.1)
+    hwm_waits_for_an_event: bool = False
     description: str = ""
     #: differences from the real system the model does not reproduce (docs/model.md)
     deviations: tuple[Deviation, ...] = ()
@@ -103,6 +106,7 @@ PROFILES: dict[str, Profile] = {
         last_known=LastKnown.LAST_LEADER,
         unclean_recovery=None,
         directory_ids=True,
+        hwm_waits_for_an_event=True,
         description="Apache Kafka 4.1+ as shipped (ELR on; LastKnownElr = last leader)",
         kip_differences=(
             Deviation(
@@ -120,6 +124,12 @@ PROFILES: dict[str, Profile] = {
                 "KIP-966 'Delivery plan'; Kafka 4.3.1: scenarios/kip966_t0_t7_walkthrough.elr.yaml",
             ),
             Deviation(
+                "hwm_reevaluated",
+                "after a min ISR change the HWM moves only at the next append, follower progress or "
+                "ISR change; the KIP says when it may move, not when it is evaluated",
+                "measured on Kafka 4.3.1: scenarios/min_isr_change_lower_and_raise.elr.yaml",
+            ),
+            Deviation(
                 "reassign_directory",
                 "a replica on a new disk moves the partition (KIP-858), so a late AlterPartition fails "
                 "the partition-epoch check before KIP-903's broker-epoch check",
@@ -133,6 +143,7 @@ PROFILES: dict[str, Profile] = {
         last_known=LastKnown.NOTHING,
         unclean_recovery=None,
         directory_ids=True,
+        hwm_waits_for_an_event=True,
         description="ELR off: the ISR never empties, the last ISR member is re-elected",
     ),
 }
