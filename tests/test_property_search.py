@@ -58,8 +58,6 @@ def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path
 
 
 def test_compare_generates_runnable_schedules(tmp_path: Path) -> None:
-    from pytest_elr.actions import Slow
-    from pytest_elr.core.nodes import CONTROLLER
     from pytest_elr.schedule.compare import schedule_scenarios
 
     scenarios = schedule_scenarios(3, 8, "kafka", tmp_path)
@@ -67,7 +65,6 @@ def test_compare_generates_runnable_schedules(tmp_path: Path) -> None:
     for s in scenarios:
         actions = [a for step in s.steps for a in step.actions]
         assert any(a.kind == "produce" for a in actions)
-        assert not any(isinstance(a, Slow) and any(CONTROLLER in link for link in a.links) for a in actions)
         # The verdict written into the file is the model's own answer for that schedule.
         result = run_scenario(s, ModelBackend(), "kafka")
         assert result.passed and result.verdict is not None
