@@ -445,6 +445,23 @@ class SetMinIsr(Action):
 
 
 @dataclass(frozen=True)
+class UncleanElection(Action):
+    """Set the topic's ``unclean.leader.election.enable`` and ask the controller for an election:
+    the runbook of a partition left without an eligible leader (availability, at the price of what
+    the elected replica lacks)."""
+
+    enabled: bool
+    kind: ClassVar[str] = "unclean_election"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(enabled=r.boolean(arg, what))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"unclean_election": self.enabled}]
+
+
+@dataclass(frozen=True)
 class Wait(Action):
     """Let time pass (a real cluster's timers run; the model has no clock)."""
 
@@ -463,6 +480,6 @@ class Wait(Action):
 __all__ = [
     "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal",
     "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume", "SetMinIsr",
-    "Shutdown", "Slow", "Wait", "action_forms", "action_from_event", "unhandled",
+    "Shutdown", "Slow", "UncleanElection", "Wait", "action_forms", "action_from_event", "unhandled",
 ]
 

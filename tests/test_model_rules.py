@@ -99,3 +99,15 @@ def test_invariants_hold_on_a_healthy_run() -> None:
     m.apply(Produce(count=5))
     assert invariants.check(m, len(m.committed)) == []
     assert len(m.committed) == 10 and m.part.leader == 1
+
+
+def test_kafka_clears_the_elr_on_a_change_of_min_isr_not_on_the_same_value() -> None:
+    """Measured on Kafka 4.3.1 (scenarios/min_isr_change_same_value.elr.yaml)."""
+    for profile, after_raise in (("kafka", []), ("kip966", [2])):
+        m = cluster(profile)
+        isolate(m, 1)
+        isolate(m, 2)
+        m.apply(SetMinIsr(value=2))
+        assert m.part.elr == [2], profile
+        m.apply(SetMinIsr(value=3))
+        assert m.part.elr == after_raise, profile

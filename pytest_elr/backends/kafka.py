@@ -24,7 +24,8 @@ import time
 from functools import singledispatchmethod
 from typing import Any, ClassVar, cast
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from pytest_elr.actions import (
     Action,
@@ -41,6 +42,7 @@ from pytest_elr.actions import (
     SetMinIsr,
     Shutdown,
     Slow,
+    UncleanElection,
     Wait,
 )
 from pytest_elr.backends.base import Backend, Session
@@ -254,6 +256,26 @@ class KafkaBackend(Backend):
     @_do.register
     def _(self, action: SetMinIsr) -> Result:
         self.client.set_min_insync_replicas(self.topic, action.value)
+        return None
+
+    @_do.register
+    def _(self, action: UncleanElection) -> Result:
+        """IncrementalAlterConfigs on the topic, then (when turned on) ElectLeaders with election
+        type UNCLEAN, as the runbook does: the controller's own check for leaderless partitions
+        runs on a timer. ELECTION_NOT_NEEDED (a leader is there) and ELIGIBLE_LEADERS_NOT_AVAILABLE
+        (no replica is unfenced) are answers, not failures: the state says what happened."""
+        admin = AdminClient({"bootstrap.servers": self._bootstrap()})
+        entry = ConfigEntry("unclean.leader.election.enable", "true" if action.enabled else "false",
+                            incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.TOPIC, self.topic, incremental_configs=[entry])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=PRODUCE_TIMEOUT_S)
+        if action.enabled:
+            answers = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, 0)])
+            for error in answers.result(timeout=PRODUCE_TIMEOUT_S).values():
+                code = error.args[0].code() if error is not None else None
+                if code not in (None, KafkaError.ELECTION_NOT_NEEDED, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE):
+                    raise BackendError(f"unclean election of {self.topic}-0 refused: {error}")
         return None
 
     @_do.register

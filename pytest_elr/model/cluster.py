@@ -25,12 +25,14 @@ from pytest_elr.actions import (
     SetMinIsr,
     Shutdown,
     Slow,
+    UncleanElection,
     Wait,
 )
 from pytest_elr.core.nodes import CONTROLLER, Link, Node
 from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Result
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
+from pytest_elr.model.ledger import LossLedger
 from pytest_elr.model.profiles import Profile
 from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
 
@@ -82,8 +84,19 @@ class ModelCluster:
     committed: list[Record] = field(default_factory=list)  # every record ever below the HWM
     follower_leo: dict[int, int] = field(default_factory=dict)  # the leader's view
     follower_fetch_epoch: dict[int, int] = field(default_factory=dict)  # KIP-903
-    unclean_shutdowns_of_trusted: int = 0
+    #: lossy shutdowns of replicas relied on that have not caught up since (model/ledger.py)
+    ledger: LossLedger = field(default_factory=LossLedger)
     frozen_min_isr: int = 0  # min ISR in force when the ISR last fell below it
+    #: why ISR + ELR may be under min ISR since the ISR last met it (an ELR member's unclean
+    #: registration, a min ISR change that cleared the ELR), or None: the seeds' exceptions
+    quorum_shrunk_by: str | None = None
+    #: brokers that registered after an unclean shutdown and have not caught up since
+    unclean_restarted: set[int] = field(default_factory=set)
+    #: ISR members the controller accepted with a broker epoch older than their registration's
+    stale_in_isr: set[int] = field(default_factory=set)
+    #: partition epoch at a min ISR change whose HWM re-evaluation waits for the next event
+    #: (``controller.hwm_reevaluated``), or None
+    hwm_waits_since: int | None = None
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
@@ -166,11 +179,21 @@ class ModelCluster:
         return (req.leader,) if self._reachable(req.leader, CONTROLLER) else ()
 
     def trusted(self) -> set[int]:
-        """Replicas the protocol relies on as complete: leader, ISR and ELR."""
-        trusted = set(self.part.isr) | set(self.part.elr)
+        """Replicas the protocol relies on as complete, or may still elect: leader, ISR, ELR and
+        LastKnownELR."""
+        trusted = set(self.part.isr) | set(self.part.elr) | set(self.part.last_known_elr)
         if self.part.leader is not None:
             trusted.add(self.part.leader)
         return trusted
+
+    def within_tolerance(self) -> bool:
+        """At most min ISR - 1 lossy shutdowns of relied-on replicas that have not caught up, and
+        no unclean election chosen by the operator (``unclean.leader.election.enable``)."""
+        return self.ledger.within(self.frozen_min_isr) and not self.ctx.chosen_unclean_elections
+
+    def ledger_allows(self, broker: int) -> bool:
+        """Whether a lossy shutdown of ``broker`` now keeps the run within the tolerance."""
+        return self.ledger.within(self.frozen_min_isr, {broker} & self.trusted())
 
     def drain(self) -> list[ConsumedRecord]:
         leader = self.leader_replica()
@@ -279,7 +302,17 @@ class ModelCluster:
     @_do.register
     def _(self, action: SetMinIsr) -> Result:
         self.min_isr = action.value
+        had = set(self.part.elr)
         controller.change_min_isr(self.part, action.value, self.ctx)
+        if self.profile.hwm_waits_for_an_event:
+            self.hwm_waits_since = self.part.partition_epoch
+        if had - set(self.part.elr):
+            self.quorum_shrunk_by = f"min ISR set to {action.value} cleared the ELR"
+        return None
+
+    @_do.register
+    def _(self, action: UncleanElection) -> Result:
+        controller.set_unclean_election(self.part, action.enabled, self.ctx)
         return None
 
     @_do.register
@@ -302,10 +335,10 @@ class ModelCluster:
         if broker not in self.down_order:
             self.down_order.append(broker)
 
-    def _stop(self, broker: int, clean: bool) -> None:
+    def _stop(self, broker: int, clean: bool, lossy: bool = False) -> None:
         b = self._running(broker)
-        if broker in self.trusted() and not clean:
-            self.unclean_shutdowns_of_trusted += 1
+        if not clean:
+            self.ledger.shutdown(broker, lossy, self.trusted(), self.profile.rules.crash_is_lossless)
         log = self.logs.get(broker)
         if clean:
             if log is not None:
@@ -321,7 +354,7 @@ class ModelCluster:
         self._note_down_broker(broker)
 
     def _power_off(self, broker: int) -> LossEvidence:
-        self._stop(broker, clean=False)
+        self._stop(broker, clean=False, lossy=True)
         log = self.logs.get(broker)
         if log is None:
             return LossEvidence(broker, 0, 0)
@@ -333,9 +366,9 @@ class ModelCluster:
     def _replace_disk(self, broker: int) -> LossEvidence:
         b = self.brokers[broker]
         if b.running:
-            self._stop(broker, clean=False)
-        elif broker in self.trusted():
-            self.unclean_shutdowns_of_trusted += 1
+            self._stop(broker, clean=False, lossy=True)
+        else:
+            self.ledger.shutdown(broker, True, self.trusted())
         b.clean_marker = None
         b.new_disk = True
         log = self.logs.get(broker)
@@ -382,6 +415,7 @@ class ModelCluster:
         records = [Record(v, self.part.leader_epoch, action.acks) for v in values]
         first = log.leo
         log.log.extend(records)
+        self.hwm_waits_since = None  # an append: the leader evaluates its HWM again
         for i, send in enumerate(sends):
             send.offset = first + i
         if action.acks == "all":
@@ -466,6 +500,9 @@ class ModelCluster:
                 broker.registered = True
                 broker.clean_marker = None  # removed once the log manager is up
                 if not clean and b in part.replicas:
+                    self.unclean_restarted.add(b)
+                    if b in part.elr or b in part.isr:
+                        self.quorum_shrunk_by = f"broker {b} registered after an unclean shutdown"
                     controller.register_unclean(part, b, ctx)
                 if broker.new_disk and b in part.replicas and self.profile.directory_ids:
                     controller.reassign_directory(part)
@@ -482,10 +519,16 @@ class ModelCluster:
                 self.pending_alter = None
             elif self._reachable(req.leader, CONTROLLER) and (req.leader, CONTROLLER) not in self.slow:
                 self.pending_alter = None
+                before = set(part.isr)
                 error = controller.alter_partition(part, req, ctx)
                 if error is not None:
                     self.protocol_errors.append(error)
                     self.rejected_alter = req
+                else:
+                    joined = {b for b, _ in req.new_isr if b not in before}
+                    self.unclean_restarted -= joined  # caught up: the leader let it in
+                    self.stale_in_isr |= {b for b, epoch in req.new_isr
+                                          if b in joined and epoch != self.brokers[b].epoch}
         # 4. Metadata reaches the brokers that can hear the controller.
         for b in self.brokers_ids:
             broker = self.brokers[b]
@@ -493,6 +536,13 @@ class ModelCluster:
                 broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
         if len(part.isr) >= self.eff_min_isr:
             self.frozen_min_isr = self.eff_min_isr
+            self.quorum_shrunk_by = None
+        if part.recovering and part.leader is not None:
+            self.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
+        self.stale_in_isr &= set(part.isr)
+        leader = part.leader
+        live = leader is not None and leader not in self.fenced and self.brokers[leader].running
+        self.ledger.caught_up(part.isr, self.eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
 
     def _replication_round(self) -> None:
         leader = self.part.leader
@@ -517,6 +567,8 @@ class ModelCluster:
             if common < follower.leo:
                 del follower.log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
+            if follower.leo < lead.leo:
+                self.hwm_waits_since = None  # a fetch that moves a follower's log end
             follower.log.extend(lead.log[follower.leo :])
             follower.hwm = min(lead.hwm, follower.leo)
             self.follower_leo[f] = follower.leo
@@ -527,7 +579,10 @@ class ModelCluster:
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
         lead = self.logs[leader]
-        if controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
+        if self.hwm_waits_since is not None and part.partition_epoch != self.hwm_waits_since:
+            self.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
+        if controller.hwm_reevaluated(self.hwm_waits_since is None) and \
+                controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
             ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
             new_hwm = controller.advance_hwm(lead.hwm, ends)
             if new_hwm > lead.hwm:

@@ -38,6 +38,11 @@ class ControllerContext:
     broker_epoch: Callable[[int], int]
     #: (last leader epoch in the log, log end offset) of a live replica, for unclean recovery
     log_info: Callable[[int], tuple[int, int]]
+    #: the topic's unclean.leader.election.enable
+    unclean_election: bool = False
+    #: unclean elections made because unclean.leader.election.enable was on (the operator chose
+    #: availability over durability: the data invariants promise nothing after one)
+    chosen_unclean_elections: int = 0
 
     def eff(self, part: PartitionRecord) -> int:
         """The effective min ISR of the partition."""
@@ -190,19 +195,40 @@ def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerConte
     KIP-966, "Other behaviors" 2: "When updating the config min.insync.replicas, if the new min ISR
     <= current ISR, the ELR will be removed."
 
-    Profiles: ``kafka`` clears them on any change of the setting, as Kafka 4.x does; ``legacy`` has
-    no ELR.
+    Profiles: ``kafka`` clears them whenever the value changes, whatever the ISR -- measured on Kafka
+    4.3.1, which writes a ClearElrRecord (``Profile.kip_differences``; scenarios
+    ``min_isr_change_same_value``: raised over the ISR, ``min_isr_change_leaderless``: a leaderless
+    partition then has no eligible replica left and only an unclean election brings it back); an
+    update to the value it already has changes nothing there, as under the KIP. ``legacy`` has no
+    ELR.
 
     Mutation switch: none.
     """
+    changed = new_min_isr != ctx.min_isr
     ctx.min_isr = new_min_isr
     if not ctx.profile.elr:
         return
-    clears = ctx.profile.last_known is LastKnown.LAST_LEADER or len(part.isr) >= ctx.eff(part)
+    clears = (ctx.profile.last_known is LastKnown.LAST_LEADER and changed) or len(part.isr) >= ctx.eff(part)
     if clears and (part.elr or part.last_known_elr):
         part.elr = []
         part.last_known_elr = []
         bump(part, leader_change=False)
+
+
+def set_unclean_election(part: PartitionRecord, enabled: bool, ctx: ControllerContext) -> None:
+    """The topic's ``unclean.leader.election.enable`` changed; the controller then tries an
+    election at once (on Kafka: the ElectLeaders request with election type UNCLEAN that the
+    runbook sends). Under the full KIP the setting maps onto ``unclean.recovery.strategy``: on is
+    Aggressive, off the strategy the topic had.
+
+    KIP-966, "Unclean recovery": "unclean.leader.election.enable=true, the controller will randomly
+    elect a leader if the last ISR member gets fenced." "Other" 3: "unclean.leader.election.enable.true
+    -> unclean.recovery.strategy.Aggressive".
+
+    Mutation switch: none (``unclean_leader_election`` decides who).
+    """
+    ctx.unclean_election = enabled
+    maybe_elect(part, ctx)
 
 
 # --- 3. the partition change -----------------------------------------------------------------
@@ -334,13 +360,35 @@ def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
         part.elr = []
         part.last_known_elr = []
         part.recovering = True
+        if ctx.unclean_election:
+            ctx.chosen_unclean_elections += 1
     elif leader in part.elr:
         part.isr = [leader]
         part.elr = [b for b in part.elr if b != leader]
+        clear_elr_after_election(part, ctx)
     if ctx.profile.last_known is LastKnown.LAST_LEADER:
         part.last_known_elr = []
     part.leader = leader
     bump(part, leader_change=True)
+
+
+def clear_elr_after_election(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """An election from the ELR proposes a new ISR (the leader alone): ELR update rule 1 applies
+    to it like to any proposed ISR, so when that ISR already meets min ISR (after min ISR was
+    lowered while the partition was leaderless) the remaining ELR and LastKnownELR are emptied --
+    the HWM can move again, and a stale ELR member would otherwise stay electable.
+
+    KIP-966, "Controller behaviors" > ELR update rule 1: "When the proposed ISR is larger or equal
+    to min ISR, the controller will update the ISR and empty the ELR." "Other behaviors" 6a: "The
+    LastKnownELR will be cleaned when ISR reaches the min ISR."
+
+    Found by the property search under ``kip966`` (docs/model.md, "Findings of the search").
+
+    Mutation switch: ``Rules.clear_elr_after_election``.
+    """
+    if ctx.profile.rules.clear_elr_after_election and ctx.profile.elr and len(part.isr) >= ctx.eff(part):
+        part.elr = []
+        part.last_known_elr = []
 
 
 def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | None, bool]:
@@ -356,16 +404,18 @@ def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | 
     for b in part.isr:
         if electable(b, ctx):
             return b, False
-    if not ctx.profile.elr or part.isr:
-        return None, False
-    for b in part.elr:
-        if electable(b, ctx):
-            return b, False
-    if ctx.profile.last_known is LastKnown.LAST_LEADER:
+    if ctx.profile.elr and not part.isr:
+        for b in part.elr:
+            if electable(b, ctx):
+                return b, False
+        if ctx.profile.last_known is LastKnown.ELR_SET:
+            recovered = unclean_recovery(part, ctx)
+            return recovered, recovered is not None
         last = last_known_leader(part, ctx)
-        return last, last is not None
-    recovered = unclean_recovery(part, ctx)
-    return recovered, recovered is not None
+        if last is not None:
+            return last, True
+    chosen = unclean_leader_election(part, ctx)
+    return chosen, chosen is not None
 
 
 def electable(broker: int, ctx: ControllerContext) -> bool:
@@ -387,37 +437,64 @@ def last_known_leader(part: PartitionRecord, ctx: ControllerContext) -> int | No
     KIP-966, "Delivery plan": "unclean.leader.election.enable false, then elect the LastKnownLeader
     once it is unfenced."
 
-    Mutation switch: none (``electable`` has one).
+    Mutation switch: ``Rules.last_known_leader_unfenced`` (off: KAFKA-19522, Kafka 4.0.x, whose
+    ``canElectLastKnownLeader`` logs that the last known leader is not alive and elects it anyway).
     """
     if not part.elr and len(part.last_known_elr) == 1:
         last = part.last_known_elr[0]
-        if electable(last, ctx):
+        if electable(last, ctx) or not ctx.profile.rules.last_known_leader_unfenced:
             return last
     return None
 
 
+def unclean_leader_election(part: PartitionRecord, ctx: ControllerContext) -> int | None:
+    """``kafka``, ``legacy``: with ``unclean.leader.election.enable`` on and no clean candidate,
+    the first unfenced replica in assignment order is elected uncleanly, whatever it lost (Kafka's
+    ``electAnyLeader``: ISR, ELR, last known leader, then any acceptable replica).
+
+    KIP-966, "Delivery plan": "If there are fenced ELR members - unclean.leader.election.enable true,
+    start an unclean leader election." "The unclean leader election will be randomly choosing an
+    unfenced replica as it is today."
+
+    Mutation switch: none.
+    """
+    if not ctx.unclean_election or ctx.profile.last_known is LastKnown.ELR_SET:
+        return None
+    for b in part.replicas:
+        if ctx.is_unfenced(b):
+            return b
+    return None
+
+
 def unclean_recovery(part: PartitionRecord, ctx: ControllerContext) -> int | None:
-    """Full KIP only: with no clean candidate, ``unclean.recovery.strategy`` decides. ``none``
-    waits; ``balanced`` waits until ISR and ELR are empty and every LastKnownELR member is
-    unfenced (able to answer GetReplicaLogInfo); ``aggressive`` goes at once. Log inspection then
-    picks the live replica with the highest last leader epoch, then the longest log; ties go by
+    """Full KIP only: with no clean candidate, ``unclean.recovery.strategy`` decides
+    (``unclean.leader.election.enable`` on means Aggressive). ``none`` waits; ``balanced`` waits
+    until ISR and ELR are empty and every LastKnownELR member is unfenced, then inspects the logs
+    of the LastKnownELR only -- the recovery quorum; ``aggressive`` goes at once, among every live
+    replica. Log inspection picks the highest last leader epoch, then the longest log; ties go by
     assignment order.
 
     KIP-966, "Unclean recovery" 4b: "If the unclean.recovery.strategy=Balanced, the controller
     will do the unclean recovery when all the LastKnownELR are unfenced." And: "The one with the
-    highest leader epoch plus the longest log end offset will be the new leader."
+    highest leader epoch plus the longest log end offset will be the new leader." Design notes
+    5.3.1: "It involves the controller inspecting the logs of the LastKnownELR and choosing the one
+    with the highest epoch and offset"; 5.3.3 step 9: "It sends a GetReplicaLogInfo request to each
+    replica in the LastKnownELR." (The KIP adds "plus the replicas replied within the timeout": the
+    model has no clock, so it takes the design notes' set, the one 5.3.2's guarantee is about.)
 
-    Mutation switch: none.
+    Mutation switch: ``Rules.balanced_inspects_last_known_elr`` (off: every live replica).
     """
-    strategy = ctx.profile.unclean_recovery
+    strategy = UncleanRecovery.AGGRESSIVE if ctx.unclean_election else ctx.profile.unclean_recovery
     if strategy is None or strategy is UncleanRecovery.NONE:
         return None
+    live = [b for b in part.replicas if ctx.is_unfenced(b)]
     if strategy is UncleanRecovery.BALANCED:
         if part.elr or not part.last_known_elr:
             return None
         if not all(ctx.is_unfenced(b) for b in part.last_known_elr):
             return None
-    live = [b for b in part.replicas if ctx.is_unfenced(b)]
+        if ctx.profile.rules.balanced_inspects_last_known_elr:
+            live = list(part.last_known_elr)
     if not live:
         return None
     return max(live, key=lambda b: (*ctx.log_info(b), -part.replicas.index(b)))
@@ -454,6 +531,22 @@ def hwm_may_advance(committed_isr: list[int], min_isr: int, rules: Rules) -> boo
     Mutation switch: ``Rules.hwm_requires_min_isr``.
     """
     return len(committed_isr) >= min_isr or not rules.hwm_requires_min_isr
+
+
+def hwm_reevaluated(event_since_min_isr_change: bool) -> bool:
+    """``kafka``, ``legacy``: a min ISR change does not make the leader evaluate its HWM again; the
+    next event that does (a record appended, a follower's log end moving, an ISR change) moves it.
+    So after lowering min ISR to the ISR's size, records that waited stay above the HWM until then,
+    even with a caught-up follower fetching all along. The full KIP says when the HWM *may* move,
+    not when it is evaluated: ``kip966`` evaluates it at once.
+
+    Seed: none. Measured on Kafka 4.3.1 (``scenarios/min_isr_change_lower_and_raise.elr.yaml``,
+    step ``lower-to-isr``: HWM 5 after min ISR 3 -> 2 with ISR [0, 1] and 4 records waiting).
+    ``Profile.hwm_waits_for_an_event``.
+
+    Mutation switch: none.
+    """
+    return event_since_min_isr_change
 
 
 def advance_hwm(hwm: int, maximal_isr_ends: list[int]) -> int:

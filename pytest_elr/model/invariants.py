@@ -23,7 +23,7 @@ class Violation:
 
 
 def within_tolerance(m: ModelCluster) -> bool:
-    return m.unclean_shutdowns_of_trusted <= m.frozen_min_isr - 1
+    return m.within_tolerance()
 
 
 def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
@@ -47,6 +47,26 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
         fail("elr_empty_at_min_isr", f"ISR has {len(part.isr)} >= min ISR {m.eff_min_isr}")
     if not m.profile.elr and part.elr:
         fail("no_elr_without_feature", "ELR is not empty with the feature off")
+    # KIP-966 "Eligible Leader Replicas": "ELR + ISR size will not be dropped below the min ISR
+    # unless the controller discovers an ELR member has an unclean shutdown." (Or, on Kafka, a min
+    # ISR change cleared the ELR: ``quorum_shrunk_by``.)
+    quorum = set(part.isr) | set(part.elr)
+    if m.profile.elr and m.quorum_shrunk_by is None and not part.recovering and len(quorum) < m.frozen_min_isr:
+        fail("isr_plus_elr_at_min_isr", f"ISR + ELR = {sorted(quorum)} < min ISR {m.frozen_min_isr}")
+    # KIP-966 "Controller behaviors" 3 / "Unclean recovery" 3b: only an unfenced replica leads.
+    if part.leader is not None and part.leader in m.fenced:
+        fail("leader_unfenced", f"leader {part.leader} is fenced")
+    # KIP-903 "Proposed Design": "A replica with a stale broker epoch is not eligible to join the ISR".
+    if m.stale_in_isr:
+        fail("no_stale_epoch_in_isr", f"{sorted(m.stale_in_isr)} joined the ISR with a stale broker epoch")
+    # Design notes 5.1.2, Unclean Exclusion: "A replica that has restarted after an unclean shutdown
+    # must be excluded from leadership, the ISR and ELR until it has provably caught-up to the
+    # leader." (Pre-ELR Kafka does not have the property: it re-elects its last ISR member.)
+    if m.profile.elr:
+        suspect = m.unclean_restarted & (quorum | ({part.leader} if part.leader is not None else set()))
+        if suspect:
+            fail("unclean_exclusion", f"{sorted(suspect)} restarted uncleanly and is leader, ISR or ELR "
+                                      "without having caught up")
 
     if not within_tolerance(m):
         return found

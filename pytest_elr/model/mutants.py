@@ -1,17 +1,79 @@
 """Mutants of the oracle: each switches one rule of the model off.
 
 The suite must notice every one; ``elr mutants`` (:mod:`pytest_elr.schedule.mutants`) checks that.
+A mutant that only makes the invariants blind (the loss ledger's) fails no scenario by itself:
+``NEGATIVE_CONTROLS`` are schedules on which a named invariant *must* fire (pre-ELR Kafka losing
+acknowledged records within KIP-966's tolerance), and a mutant that silences one is killed.
+``RULE_CHECKS`` hold one rule to the seeds on a state no schedule of the language reaches in the
+model (there, registration and unfencing are one step).
 """
 
 from __future__ import annotations
 
-from pytest_elr.model.profiles import Rules
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pytest_elr.actions import Action, Crash, Cut, PowerOff, Produce, Restart
+from pytest_elr.core.nodes import isolation_links
+from pytest_elr.model.controller import ControllerContext, maybe_elect
+from pytest_elr.model.profiles import Rules, get_profile, replace_rules
+from pytest_elr.model.state import PartitionRecord
 
 MUTANTS: dict[str, Rules] = {
     "elr-not-cleared-at-min-isr": Rules(clear_elr_at_min_isr=False),
+    "elr-kept-after-election": Rules(clear_elr_after_election=False),
     "hwm-advances-under-min-isr": Rules(hwm_requires_min_isr=False),
     "unclean-broker-kept-in-elr": Rules(drop_unclean_from_elr=False),
     "fenced-elr-member-elected": Rules(elect_only_unfenced=False),
+    "fenced-last-known-leader-elected": Rules(last_known_leader_unfenced=False),
+    "balanced-inspects-every-replica": Rules(balanced_inspects_last_known_elr=False),
     "stale-broker-epoch-accepted": Rules(check_broker_epoch=False),
     "min-isr-not-capped-at-rf": Rules(cap_min_isr_at_rf=False),
+    "tolerance-counts-crashes": Rules(crash_is_lossless=False),
+    "tolerance-never-resets": Rules(ledger_resets_on_catch_up=False),
+}
+
+BROKERS = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class NegativeControl:
+    """A schedule (brokers 0-2, min ISR 2) on which ``invariant`` must break under ``profile``."""
+
+    name: str
+    profile: str
+    actions: tuple[Action, ...]
+    invariant: str
+
+
+NEGATIVE_CONTROLS: tuple[NegativeControl, ...] = (
+    NegativeControl(
+        "crashes-then-last-replica-loses", "legacy",
+        (Produce(count=5), Crash(broker=1), Crash(broker=2), PowerOff(brokers=(0,)), Restart(broker=0)),
+        "no_acked_loss",
+    ),
+    NegativeControl(
+        "caught-up-then-last-replica-loses", "legacy",
+        (Produce(count=5), PowerOff(brokers=(2,)), Restart(broker=2), Produce(count=5),
+         Cut(links=isolation_links(1, "all", BROKERS)), Cut(links=isolation_links(2, "all", BROKERS)),
+         PowerOff(brokers=(0,)), Restart(broker=0)),
+        "no_acked_loss",
+    ),
+)
+
+
+def _fenced_last_known_leader(rules: Rules) -> bool:
+    """KAFKA-19522: ISR and ELR empty, LastKnownElr = [0] and broker 0 fenced -- the moment of its
+    unclean registration. KIP-966 "Delivery plan": "elect the LastKnownLeader once it is
+    unfenced", so no leader yet."""
+    part = PartitionRecord(replicas=[0, 1, 2], leader=None, last_known_elr=[0])
+    ctx = ControllerContext(profile=replace_rules(get_profile("kafka"), rules), min_isr=2,
+                            is_unfenced=lambda b: b != 0, broker_epoch=lambda b: 1, log_info=lambda b: (0, 0))
+    maybe_elect(part, ctx)
+    return part.leader is None
+
+
+#: rule checks: name -> whether the rules give the seeds' answer
+RULE_CHECKS: dict[str, Callable[[Rules], bool]] = {
+    "KAFKA-19522 fenced last known leader waited for": _fenced_last_known_leader,
 }

@@ -42,11 +42,16 @@ class Rules:
     """
 
     clear_elr_at_min_isr: bool = True  # clear_elr_at_min_isr: ELR update rule 1 empties the ELR
+    clear_elr_after_election: bool = True  # clear_elr_after_election: rule 1 again after an ELR election
     hwm_requires_min_isr: bool = True  # hwm_may_advance: the HWM waits for a committed ISR at min ISR
     drop_unclean_from_elr: bool = True  # register_unclean: an unclean registration leaves the ELR
     elect_only_unfenced: bool = True  # electable, reject_alter_partition: a fenced broker is not elected nor added
     check_broker_epoch: bool = True  # reject_alter_partition: KIP-903's stale broker epoch check
     cap_min_isr_at_rf: bool = True  # effective_min_isr: min ISR capped at the replication factor
+    last_known_leader_unfenced: bool = True  # last_known_leader: a fenced last leader is waited for
+    balanced_inspects_last_known_elr: bool = True  # unclean_recovery: Balanced inspects LastKnownELR only
+    crash_is_lossless: bool = True  # ledger.LossLedger.shutdown: a crash does not enter the loss ledger
+    ledger_resets_on_catch_up: bool = True  # ledger.LossLedger.caught_up: a replica that caught up leaves it
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,15 @@ class Profile:
     #: reassigned, which bumps their partition epoch (so a late AlterPartition fails that check
     #: first, with INVALID_UPDATE_VERSION, before KIP-903's broker-epoch check is reached).
     directory_ids: bool = False
+    #: after a min ISR change the leader's HWM waits for the next event (an append, a follower's log
+    #: end moving, an ISR change) before it moves (controller.hwm_reevaluated; measured on Kafka 4.3.1)
+    hwm_waits_for_an_event: bool = False
     description: str = ""
     #: differences from the real system the model does not reproduce (docs/model.md)
     deviations: tuple[Deviation, ...] = ()
+    #: where the profile follows the real system against the KIP's text: the rule (``field``),
+    #: how the system differs, and the measurement that shows it (docs/model.md)
+    kip_differences: tuple[Deviation, ...] = ()
 
     def with_unclean_recovery(self, strategy: UncleanRecovery | None) -> Profile:
         if self.unclean_recovery is None:
@@ -95,7 +106,36 @@ PROFILES: dict[str, Profile] = {
         last_known=LastKnown.LAST_LEADER,
         unclean_recovery=None,
         directory_ids=True,
+        hwm_waits_for_an_event=True,
         description="Apache Kafka 4.1+ as shipped (ELR on; LastKnownElr = last leader)",
+        kip_differences=(
+            Deviation(
+                "change_min_isr",
+                "any change of the topic's min.insync.replicas clears ELR and LastKnownElr (a "
+                "ClearElrRecord), whatever the ISR; KIP-966 'Other behaviors' 2 removes the ELR only "
+                "when the new min ISR <= ISR size (an update to the same value changes nothing)",
+                "measured on Kafka 4.3.1: scenarios/min_isr_change_same_value.elr.yaml, "
+                "scenarios/min_isr_change_leaderless.elr.yaml",
+            ),
+            Deviation(
+                "record_last_known_leader",
+                "LastKnownElr holds only the last leader, elected uncleanly once unfenced; no "
+                "unclean recovery (no log inspection)",
+                "KIP-966 'Delivery plan'; Kafka 4.3.1: scenarios/kip966_t0_t7_walkthrough.elr.yaml",
+            ),
+            Deviation(
+                "hwm_reevaluated",
+                "after a min ISR change the HWM moves only at the next append, follower progress or "
+                "ISR change; the KIP says when it may move, not when it is evaluated",
+                "measured on Kafka 4.3.1: scenarios/min_isr_change_lower_and_raise.elr.yaml",
+            ),
+            Deviation(
+                "reassign_directory",
+                "a replica on a new disk moves the partition (KIP-858), so a late AlterPartition fails "
+                "the partition-epoch check before KIP-903's broker-epoch check",
+                "measured on Kafka 4.3.1: scenarios/kip903_stale_broker_epoch.elr.yaml",
+            ),
+        ),
     ),
     "legacy": Profile(
         name="legacy",
@@ -103,11 +143,17 @@ PROFILES: dict[str, Profile] = {
         last_known=LastKnown.NOTHING,
         unclean_recovery=None,
         directory_ids=True,
+        hwm_waits_for_an_event=True,
         description="ELR off: the ISR never empties, the last ISR member is re-elected",
     ),
 }
 
 PROFILE_NAMES: tuple[str, ...] = tuple(PROFILES)
+
+
+def replace_rules(profile: Profile, rules: Rules) -> Profile:
+    """The profile with other rule switches (a mutant of it)."""
+    return replace(profile, rules=rules)
 
 
 def get_profile(name: str) -> Profile:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.export import scenario_yaml
@@ -31,12 +33,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     actions, violations = found
     print(f"profile {args.profile}: counterexample of {len(actions)} actions ({elapsed:.1f}s)")
+    for action in actions:
+        print(f"  - {_flow(action.to_yaml(BROKERS))}")
     for v in violations:
         print(f"  {v}")
     if args.out:
         args.out.write_text(counterexample_yaml(args.profile, actions, violations))
         print(f"written to {args.out}")
     return 1
+
+
+def _flow(items: list[dict[str, object]]) -> str:
+    return "; ".join(yaml.safe_dump(item, default_flow_style=True).strip()[1:-1] for item in items)
 
 
 def counterexample_yaml(profile: str, actions: list, violations: list[str]) -> str:  # type: ignore[type-arg]

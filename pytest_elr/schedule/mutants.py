@@ -3,8 +3,9 @@
     elr mutants [--scenarios scenarios/] [--examples 200]
 
 Each mutant (:data:`pytest_elr.model.mutants.MUTANTS`) switches one rule off. It is *killed* when
-a scenario of the suite fails on it, or the property search finds a broken invariant under a
-profile that must not break any.
+a scenario of the suite fails on it, a negative control's invariant no longer fires, a rule check
+gives another answer than the seeds, or the property search finds a broken invariant under a
+profile that must not break any. ``killed_by`` names which.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_elr.backends.model import ModelBackend
-from pytest_elr.model.mutants import MUTANTS
-from pytest_elr.model.profiles import Rules
+from pytest_elr.model import invariants
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.mutants import BROKERS, MUTANTS, NEGATIVE_CONTROLS, RULE_CHECKS, NegativeControl
+from pytest_elr.model.profiles import Rules, get_profile, replace_rules
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.suite import load_suite
@@ -29,16 +32,35 @@ class MutantResult:
     killed_by: str | None
 
 
+def fired(control: NegativeControl, rules: Rules) -> bool:
+    """Whether the control's invariant breaks at some action of its schedule."""
+    m = ModelCluster(BROKERS, list(BROKERS), 2, replace_rules(get_profile(control.profile), rules))
+    for action in control.actions:
+        m.apply(action)
+        if any(v.invariant == control.invariant for v in invariants.check(m, len(m.committed))):
+            return True
+    return False
+
+
 def check_mutant(name: str, rules: Rules, scenarios: list[Scenario], examples: int) -> MutantResult:
     for scenario in scenarios:
         for profile in scenario.profiles:
             result = run_scenario(scenario, ModelBackend(rules=rules), profile)
             if not result.passed:
-                return MutantResult(name, f"scenario {scenario.name} [{profile}]")
+                first = (result.message or "").split("\n", 1)[0]
+                return MutantResult(name, f"scenario {scenario.name} [{profile}]: {first}")
+    for control in NEGATIVE_CONTROLS:
+        if not fired(control, rules):
+            return MutantResult(name, f"negative control {control.name} [{control.profile}]: "
+                                      f"{control.invariant} did not fire")
+    for check, holds in RULE_CHECKS.items():
+        if not holds(rules):
+            return MutantResult(name, f"rule check {check}")
     if examples:
         for profile in ("kip966", "kafka"):
-            if search(profile, max_examples=examples, rules=rules) is not None:
-                return MutantResult(name, f"property search [{profile}]")
+            found = search(profile, max_examples=examples, rules=rules)
+            if found is not None:
+                return MutantResult(name, f"property search [{profile}]: {found[1][0]}")
     return MutantResult(name, None)
 
 

@@ -1,9 +1,12 @@
 """Random fault schedules against the model, with Hypothesis' stateful testing.
 
-The machine applies the language's actions in random order and checks the model's invariants
-after each. Under ``kip966`` and ``kafka`` no invariant may break while at most min ISR - 1
-unclean shutdowns happen; under ``legacy`` Hypothesis finds an acks=all loss and shrinks it,
-and ``write_counterexample`` turns the shrunk schedule into a runnable YAML scenario.
+The machine draws every action of the language (``wait`` aside: the model has no clock, so a wait
+changes nothing) in random order and checks the model's invariants after each; ``DRAWN`` lists
+the action kinds its rules build and ``tests/test_property_search.py`` fails when an action of
+``pytest_elr.actions`` is missing from it. Under ``kip966`` and ``kafka`` no invariant may break
+while the loss ledger (``model/ledger.py``) stays within min ISR - 1 lossy shutdowns; under
+``legacy`` Hypothesis finds an acks=all loss and shrinks it, and ``write_counterexample`` turns
+the shrunk schedule into a runnable YAML scenario.
 """
 
 from __future__ import annotations
@@ -22,20 +25,39 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from pytest_elr.actions import Action, Crash, Cut, Flush, Heal, PowerOff, Produce, ReplaceDisk, Restart, Shutdown, Slow
-from pytest_elr.core.nodes import CONTROLLER, isolation_links
+from pytest_elr.actions import (
+    Action,
+    Crash,
+    Cut,
+    Flush,
+    Heal,
+    Pause,
+    PowerOff,
+    Produce,
+    ReplaceDisk,
+    Restart,
+    Resume,
+    SetMinIsr,
+    Shutdown,
+    Slow,
+    UncleanElection,
+)
+from pytest_elr.core.nodes import CONTROLLER, Node, isolation_links
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.profiles import Profile, Rules, get_profile
 
 BROKERS = (0, 1, 2)
 MIN_ISR = 2
-#: kinds of fault a schedule may use; each example enables a random subset ("swarm testing",
-#: Groce et al.), which finds bugs that need many faults of a few kinds far sooner
+NODES: tuple[Node, ...] = (*BROKERS, CONTROLLER)
+#: faults aimed at the current leader find bugs sooner (Jepsen's targeting)
 VICTIMS = st.one_of(st.just("leader"), st.just("leader"), st.sampled_from(BROKERS))
-#: lossy shutdowns are the interesting ones: drawn more often than a crash
-UNCLEAN_KINDS = st.sampled_from(["power_off", "power_off", "replace_disk", "crash"])
-KINDS = ("isolate", "slow", "hold", "heal", "shutdown", "unclean", "restart", "flush")
+#: kinds of rule a schedule may use; each example enables a random subset ("swarm testing",
+#: Groce et al.), which finds bugs that need many faults of a few kinds far sooner
+KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy", "restart",
+         "pause", "flush", "min_isr", "unclean_election")
+#: action kinds the machine never draws, with the reason
+NOT_DRAWN: dict[str, str] = {"wait": "the model has no clock: a wait changes nothing in it"}
 
 
 def _enabled(kind: str):  # type: ignore[no-untyped-def]
@@ -47,8 +69,8 @@ class SearchConfig:
     profile: Profile
     brokers: tuple[int, ...] = BROKERS
     min_isr: int = MIN_ISR
-    #: unclean shutdowns (crash, power off, replace disk) allowed in one schedule
-    unclean_budget: int = MIN_ISR - 1
+    #: the kinds of rule the swarm chooses from (default: all of ``KINDS``)
+    kinds: tuple[str, ...] = KINDS
 
 
 class InvariantBroken(AssertionError):
@@ -61,13 +83,14 @@ class ProtocolMachine(RuleBasedStateMachine):
     #: last, so this holds the minimal counterexample
     last_actions: ClassVar[list[Action]] = []
     last_violations: ClassVar[list[str]] = []
+    #: every action kind applied so far in this process (the test that the search reaches all)
+    kinds_applied: ClassVar[set[str]] = set()
 
     def __init__(self) -> None:
         super().__init__()
         cfg = self.config
         self.model = ModelCluster(cfg.brokers, list(cfg.brokers), cfg.min_isr, cfg.profile)
         self.actions: list[Action] = []
-        self.unclean = 0
         self.enabled: frozenset[str] = frozenset(KINDS)
         type(self).last_actions = self.actions
         type(self).last_violations = []
@@ -78,82 +101,119 @@ class ProtocolMachine(RuleBasedStateMachine):
         except ModelError:
             return  # not applicable in this state: a no-op step
         self.actions.append(action)
+        ProtocolMachine.kinds_applied.add(action.kind)
 
     def _target(self, victim: int | str) -> int | None:
-        """Jepsen-style targeting: faults aimed at the current leader find bugs sooner."""
         return self.model.part.leader if victim == "leader" else int(victim)
 
     def _running(self, b: int) -> bool:
         return self.model.brokers[b].running
 
-    # --- rules ---------------------------------------------------------------------------------
+    # --- rules: one per form of fault ------------------------------------------------------------
 
-    @initialize(kinds=st.sets(st.sampled_from(KINDS), min_size=2))
-    def choose_fault_kinds(self, kinds: set[str]) -> None:
-        self.enabled = frozenset(kinds)
+    @initialize(data=st.data())
+    def choose_fault_kinds(self, data: st.DataObject) -> None:
+        kinds = self.config.kinds
+        self.enabled = frozenset(data.draw(st.sets(st.sampled_from(kinds), min_size=min(2, len(kinds)))))
 
-    @rule(count=st.integers(1, 5), acks=st.sampled_from(["all", "all", "1"]))
+    @rule(count=st.integers(1, 5), acks=st.sampled_from(["all", "all", "1", "0"]))
     def produce(self, count: int, acks: str) -> None:
         self._do(Produce(count=count, acks=acks))  # type: ignore[arg-type]
 
-    @_enabled('isolate')
+    @_enabled("isolate")
     @rule(victim=VICTIMS, scope=st.sampled_from(["all", "brokers", "controller"]))
     def isolate(self, victim: int | str, scope: str) -> None:
         b = self._target(victim)
         if b is not None:
             self._do(Cut(links=isolation_links(b, scope, self.config.brokers)))  # type: ignore[arg-type]
 
-    @_enabled('slow')
+    @_enabled("cut")
+    @rule(src=st.sampled_from(NODES), dst=st.sampled_from(NODES))
+    def cut_one_way(self, src: Node, dst: Node) -> None:
+        if src != dst:
+            self._do(Cut(links=((src, dst),)))
+
+    @_enabled("slow")
     @rule(b=st.sampled_from(BROKERS))
     def slow(self, b: int) -> None:
         self._do(Slow(links=isolation_links(b, "brokers", self.config.brokers)))
 
-    @_enabled('hold')
+    @_enabled("hold")
     @rule(b=st.sampled_from(BROKERS))
     def hold_alter_partition(self, b: int) -> None:
         self._do(Slow(links=((b, CONTROLLER),)))
 
-    @_enabled('heal')
+    @_enabled("heal")
     @rule(b=st.sampled_from(BROKERS))
     def heal_broker(self, b: int) -> None:
         self._do(Heal(links=isolation_links(b, "all", self.config.brokers)))
 
-    @_enabled('heal')
+    @_enabled("heal")
     @rule()
     def heal_all(self) -> None:
         self._do(Heal(links=None))
 
-    @_enabled('shutdown')
+    @_enabled("shutdown")
     @rule(b=st.sampled_from(BROKERS))
     def shutdown(self, b: int) -> None:
         if self._running(b):
             self._do(Shutdown(broker=b))
 
-    @_enabled('unclean')
-    @rule(victim=VICTIMS, kind=UNCLEAN_KINDS)
-    def unclean_shutdown(self, victim: int | str, kind: str) -> None:
+    @_enabled("crash")
+    @rule(victim=VICTIMS)
+    def crash(self, victim: int | str) -> None:
+        """Unclean but lossless (the page cache survives the process): never limited."""
         b = self._target(victim)
-        if b is None or not self._running(b):
-            return
-        # Only victims the protocol relies on count against the tolerance (as in the invariants).
-        if b in self.model.trusted():
-            if self.unclean >= self.config.unclean_budget:
-                return
-            self.unclean += 1
-        action = {"crash": Crash(broker=b), "power_off": PowerOff(brokers=(b,)),
-                  "replace_disk": ReplaceDisk(broker=b)}[kind]
-        self._do(action)
+        if b is not None and self._running(b):
+            self._do(Crash(broker=b))
 
-    @_enabled('restart')
+    @_enabled("lossy")
+    @rule(victim=VICTIMS, disk=st.booleans())
+    def lossy_shutdown(self, victim: int | str, disk: bool) -> None:
+        """A power cut or a new disk, only while the ledger stays within what KIP-966 tolerates
+        (beyond it, the invariants about data promise nothing)."""
+        b = self._target(victim)
+        if b is None or not self.model.ledger_allows(b):
+            return
+        if disk:
+            self._do(ReplaceDisk(broker=b))
+        elif self._running(b):
+            self._do(PowerOff(brokers=(b,)))
+
+    @_enabled("restart")
     @rule(b=st.sampled_from(BROKERS))
     def restart(self, b: int) -> None:
         if not self._running(b):
             self._do(Restart(broker=b))
 
-    @_enabled('flush')
+    @_enabled("pause")
+    @rule(victim=VICTIMS)
+    def pause(self, victim: int | str) -> None:
+        b = self._target(victim)
+        if b is not None and self._running(b) and not self.model.brokers[b].paused:
+            self._do(Pause(broker=b))
+
+    @_enabled("pause")
+    @rule(b=st.sampled_from(BROKERS))
+    def resume(self, b: int) -> None:
+        if self.model.brokers[b].paused:
+            self._do(Resume(broker=b))
+
+    @_enabled("flush")
     @rule(b=st.sampled_from(BROKERS))
     def flush(self, b: int) -> None:
         self._do(Flush(broker=b))
+
+    @_enabled("min_isr")
+    @rule(value=st.integers(1, len(BROKERS) + 1))
+    def set_min_isr(self, value: int) -> None:
+        self._do(SetMinIsr(value=value))
+
+    @_enabled("unclean_election")
+    @rule(enabled=st.booleans())
+    def unclean_election(self, enabled: bool) -> None:
+        """The 2018 runbook; after an election it makes, the data invariants promise nothing."""
+        self._do(UncleanElection(enabled=enabled))
 
     @precondition(lambda self: len(self.actions) > 0)
     @invariant()
@@ -173,6 +233,7 @@ def search(
     max_examples: int = 300,
     steps: int = 25,
     rules: Rules | None = None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> tuple[list[Action], list[str]] | None:
     """Explore random schedules; return the shrunk counterexample (actions, violations), if any.
 
@@ -181,7 +242,7 @@ def search(
     prof = get_profile(profile) if isinstance(profile, str) else profile
     if rules is not None:
         prof = replace(prof, rules=rules)
-    machine = machine_for(SearchConfig(profile=prof))
+    machine = machine_for(SearchConfig(profile=prof, kinds=kinds))
     run_settings = settings(
         max_examples=max_examples, stateful_step_count=steps, deadline=None, database=None,
         suppress_health_check=list(HealthCheck), derandomize=True, print_blob=False,

@@ -8,9 +8,14 @@ parsed with :mod:`pytest_elr.sut.record_batches` and replayed as Kafka's
 bumps the partition epoch, a new leader the leader epoch).
 
 Record layouts from Kafka's public metadata schemas (``TopicRecord``, ``PartitionRecord``,
-``PartitionChangeRecord``; every version flexible). The file is copied through Docker's archive API
-(binary-safe, unlike an exec's output under load) and only what was appended since the last
-refresh is parsed.
+``PartitionChangeRecord``, ``ClearElrRecord``; every version flexible). ``ClearElrRecord`` (key 28,
+one field, the topic's name, empty for every topic) follows a change of ``min.insync.replicas``:
+it empties ELR and LastKnownElr of the topic's partitions (Kafka 4.3.1, dumped with
+``DumpLogSegments --cluster-metadata-decoder``: ``{"type":"CLEAR_ELR_RECORD","data":
+{"topicName":"same-a66592"}}`` right after the topic's ``min.insync.replicas`` config record).
+
+The file is copied through Docker's archive API (binary-safe, unlike an exec's output under load)
+and only what was appended since the last refresh is parsed.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
     from pytest_elr.sut.node import KafkaNode
 
 METADATA_DIR = f"{DATA_DIR}/__cluster_metadata-0"
-TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD = 2, 3, 5
+TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, CLEAR_ELR_RECORD = 2, 3, 5, 28
 NO_LEADER, NO_LEADER_CHANGE = -1, -2
 RECOVERING = 1
 
@@ -89,6 +94,8 @@ class MetadataLog:
                 self._partition_record(r, version)
             elif api_key == PARTITION_CHANGE_RECORD:
                 self._change_record(r)
+            elif api_key == CLEAR_ELR_RECORD:
+                self._clear_elr(r.compact_string() or "")
         except KafkaProtocolError:
             pass  # a record of a layout this reader does not know: nothing about our partitions
 
@@ -131,6 +138,11 @@ class MetadataLog:
             last_known_elr=_ids(tags[7]) if 7 in tags else state.last_known_elr,
             recovering=state.recovering if recovery is None or recovery == 0xFF else recovery == RECOVERING,
         ))
+
+    def _clear_elr(self, topic: str) -> None:
+        for (name, _), history in self._states.items():
+            if history and (not topic or name == topic):
+                history.append(replace(history[-1], elr=(), last_known_elr=()))
 
 
 def _tags(r: Reader) -> dict[int, bytes]:

@@ -105,10 +105,10 @@ def test_a_run_no_checker_judged_says_so(history_root: Path, tmp_path: Path) -> 
 
 def test_a_session_of_25_runs_builds_in_a_second(tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    runs = run_all(root, tuple(sorted(p.name for p in SCENARIOS.glob("*.elr.yaml"))))
+    runs = run_all(root, tuple(sorted(p.name for p in SCENARIOS.glob("*.elr.yaml"))))[:25]
     runs += [stretch(runs[n], root / f"long-{n}") for n in range(25 - len(runs))]
     started = time.perf_counter()
-    build_report([root], tmp_path / "r.html")
+    build_report(runs, tmp_path / "r.html")
     took = time.perf_counter() - started
     assert len(ReportDom((tmp_path / "r.html").read_text(encoding="utf-8")).sections) == 25
     assert took < 2.0, f"{took:.2f} s"

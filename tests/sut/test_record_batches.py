@@ -106,3 +106,21 @@ def test_metadata_log_replays_leader_recovery_state() -> None:
     controller.log += batch(4, [recovered])  # appended later: replayed from where the last read ended
     assert [(s.isr, s.recovering) for s in meta.registrations("t")][-1] == ((0, 1), False)
     assert meta.registrations("other") == []
+
+
+def test_metadata_log_replays_clear_elr_records() -> None:
+    """A min.insync.replicas change writes a ClearElrRecord (key 28, the topic's name) on Kafka 4.3.1."""
+    topic_id = uuid.uuid4().bytes
+    topic = _record(2, 0, Writer().compact_string("t").raw(topic_id).tags())
+    partition = Writer().int32(0).raw(topic_id)
+    for ids in ([0, 1, 2], [0, 1, 2], None, None):
+        _ids(partition, ids)
+    partition.int32(0).int32(0).int32(0).compact_array([], Writer.raw)
+    partition_rec = _record(3, 1, partition.raw(bytes(_tagged({}).buf)))
+    shrink = _record(5, 2, Writer().int32(0).raw(topic_id).raw(bytes(_tagged(
+        {0: bytes(_ids(Writer(), [0]).buf), 6: bytes(_ids(Writer(), [2]).buf)}).buf)))
+    other, mine = (_record(28, 0, Writer().compact_string(name).tags()) for name in ("u", "t"))
+    meta = MetadataLog(_Controller(batch(0, [topic, partition_rec, shrink, other])))  # type: ignore[arg-type]
+    assert [(s.isr, s.elr) for s in meta.registrations("t")][-1] == ((0,), (2,))
+    meta.node.log += batch(4, [mine])  # type: ignore[attr-defined]
+    assert [(s.isr, s.elr, s.last_known_elr) for s in meta.registrations("t")][-1] == ((0,), (), ())
