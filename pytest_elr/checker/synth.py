@@ -126,9 +126,8 @@ def every_event_type() -> SyntheticHistory:
     h.add("loss_evidence", **LossEvidence(broker=3, leo_before=1, leo_after=0).as_event(), after="power_off")
     h.add("disagreement", after="power_off", differences=["isr: expected [1], observed [1, 2]"],
           observed=obs.as_event(), model=obs.as_event())
-    h.add("declared_difference", after="heal", line=61, field="last_known_elr", observed=[], model=[2],
-          observed_state="leader=1 isr=[1, 2]", model_state="leader=1 isr=[1, 2]", reason="Kafka keeps one",
-          source="step T2 (x.elr.yaml:63)")
+    h.add("declared_difference", after="power_off", field="last_known_elr", model=[3], observed=[],
+          reason="measured on Kafka 4.3.1", source="profile kafka")
     h.add("violation", message="invariant elr_disjoint_from_isr broken: [2] in both ISR and ELR")
     h.add("model_error", message="broker 3 is not running")
     h.send(1, 0).add("hwm_read", partition=0, hwm=1, reader="tail").read(0, "v1")
