@@ -22,6 +22,7 @@ ENV_MASTER = "PYTEST_ELR_SPARK_MASTER"
 ENV_REMOTE = "PYTEST_ELR_SPARK_REMOTE"
 ENV_DRIVER_MEMORY = "PYTEST_ELR_SPARK_DRIVER_MEMORY"
 ENV_SHUFFLE_PARTITIONS = "PYTEST_ELR_SPARK_SHUFFLE_PARTITIONS"
+ENV_JAVA_OPTIONS = "PYTEST_ELR_SPARK_JAVA_OPTIONS"
 
 # log4j2 config for a JVM we launch ourselves: Spark's default prints INFO/WARN lines
 # (native-hadoop, stage bars) that bury the checker's own output.
@@ -61,6 +62,7 @@ class SparkSettings:
         default = cls()
         return cls(
             master=env.get(ENV_MASTER) or default.master,
+            java_options=env.get(ENV_JAVA_OPTIONS) or default.java_options,
             remote=env.get(ENV_REMOTE) or None,
             driver_memory=env.get(ENV_DRIVER_MEMORY) or default.driver_memory,
             shuffle_partitions=int(env.get(ENV_SHUFFLE_PARTITIONS) or default.shuffle_partitions),
