@@ -222,7 +222,8 @@ def _checker(config: pytest.Config) -> Checker:
         name = "inline"
     if name == "spark":
         if not hasattr(config, "workerinput"):  # under xdist the controller confirms: workers start no JVM
-            _confirmation(config).warm_up()  # the JVM starts while the runs go on
+            # the JVM starts while the runs go on; runs on a real cluster also leave time for a first job
+            _confirmation(config).warm_up(prime=_backend_class(config).name != "model")
         return inline_checker
     return CHECKERS[name]
 
@@ -380,7 +381,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     """xdist controller: scenarios are coming, so the JVM that confirms their verdicts starts now."""
     if _confirming(node.config) and any(".elr.y" in i for i in ids):
-        _confirmation(node.config).warm_up()
+        _confirmation(node.config).warm_up(prime=_backend_class(node.config).name != "model")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -55,6 +55,8 @@ class SparkSettings:
     # Extra driver JVM flags. Tests pass -XX:TieredStopAtLevel=1: the JIT's first tier only
     # halves the cold start on small histories (and slows big ones).
     java_options: str = ""
+    # Any other Spark settings, applied last.
+    conf: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SparkSettings:
@@ -134,6 +136,8 @@ def _build(settings: SparkSettings) -> SparkSession:
         )
     builder = builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     builder = builder.config("spark.sql.session.timeZone", "UTC")
+    for key, value in settings.conf:
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if not settings.remote:
         spark.sparkContext.setLogLevel(settings.log_level)
