@@ -23,6 +23,8 @@ ENV_REMOTE = "PYTEST_ELR_SPARK_REMOTE"
 ENV_DRIVER_MEMORY = "PYTEST_ELR_SPARK_DRIVER_MEMORY"
 ENV_SHUFFLE_PARTITIONS = "PYTEST_ELR_SPARK_SHUFFLE_PARTITIONS"
 ENV_JAVA_OPTIONS = "PYTEST_ELR_SPARK_JAVA_OPTIONS"
+#: any other Spark settings, ``key=value`` separated by spaces (e.g. ``spark.executor.memory=2g``)
+ENV_CONF = "PYTEST_ELR_SPARK_CONF"
 
 # log4j2 config for a JVM we launch ourselves: Spark's default prints INFO/WARN lines
 # (native-hadoop, stage bars) that bury the checker's own output.
@@ -65,6 +67,7 @@ class SparkSettings:
         return cls(
             master=env.get(ENV_MASTER) or default.master,
             java_options=env.get(ENV_JAVA_OPTIONS) or default.java_options,
+            conf=tuple((k, v) for k, _, v in (kv.partition("=") for kv in (env.get(ENV_CONF) or "").split())),
             remote=env.get(ENV_REMOTE) or None,
             driver_memory=env.get(ENV_DRIVER_MEMORY) or default.driver_memory,
             shuffle_partitions=int(env.get(ENV_SHUFFLE_PARTITIONS) or default.shuffle_partitions),
