@@ -66,12 +66,29 @@ def _check_options(config: pytest.Config) -> None:
         problem = _unwritable_dir(Path(history))
         if problem:
             raise pytest.UsageError(f"--elr-history-dir {history}: {problem}")
+    cluster = _spark_cluster()
+    if cluster and not history and setting(config, "checker") == "spark":
+        raise pytest.UsageError(
+            f"{cluster}: the Spark job reads the histories where it runs (on the executors, or on the Connect "
+            "server), not in this process's temporary directory; fix: --elr-history-dir on storage they share "
+            "(docs/spark.md)")
     report = setting(config, "report")
     if report:
         path = Path(report)
         problem = "is a directory, expected a file path" if path.is_dir() else _unwritable_dir(path.parent)
         if problem:
             raise pytest.UsageError(f"--elr-report {report}: {problem}")
+
+
+def _spark_cluster() -> str | None:
+    """The setting that sends the Spark job to a cluster (``NAME=value``), or None for local mode."""
+    from pytest_elr.checker.session import ENV_MASTER, ENV_REMOTE
+
+    for name in (ENV_REMOTE, ENV_MASTER):
+        value = os.environ.get(name)
+        if value and not value.startswith("local"):
+            return f"{name}={value}"
+    return None
 
 
 def _unwritable_dir(path: Path) -> str | None:
