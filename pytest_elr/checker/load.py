@@ -65,6 +65,7 @@ EVENT_SCHEMA = T.StructType(
         T.StructField("offset", _L),
         T.StructField("error", _S),
         T.StructField("reader", _S),
+        T.StructField("after", _S),
         T.StructField(CORRUPT, _S),
     ]
 )
@@ -77,20 +78,20 @@ _FIELD_TYPES: dict[str, str] = {
     "last_known_elr": _LIST, "fenced": _LIST, "hwm": _INT, "leo": _OBJ, "broker": _INT,
     "leo_before": _INT, "leo_after": _INT, "records_lost": _INT, "bytes_lost": _INT,
     "op": _STR, "id": _INT, "value": _STR, "acks": _STR, "partition": _INT, "offset": _INT,
-    "error": _STR, "reader": _STR,
+    "error": _STR, "reader": _STR, "after": _STR,
 }  # fmt: skip
 
 
 # Event fields the analysis uses (the others are validated, then dropped).
 ANALYSED = ("t", "type", "action", "leader", "isr", "hwm", "op", "id", "value", "acks",
-            "partition", "offset", "reader")
+            "partition", "offset", "reader", "records_lost", "after")
 
 
 def _used() -> F.Column:
     """Events some check or the rollup reads; the rest (sends' invokes, failures, steps) is
     validated and counted for line numbers, but not cached: a third fewer rows to keep."""
     t = F.col("type")
-    return t.isin("consume", "observe", "fault", "hwm_read") | (
+    return t.isin("consume", "observe", "fault", "hwm_read", "loss_evidence") | (
         (t == "produce") & (F.col("op") == "ok")
     )
 

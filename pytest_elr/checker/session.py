@@ -139,6 +139,10 @@ def _build(settings: SparkSettings) -> SparkSession:
         )
     builder = builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     builder = builder.config("spark.sql.session.timeZone", "UTC")
+    # A soak is thousands of run directories of kilobytes each. With the default cost of opening a
+    # file (4 MiB) Spark packs 32 of them into a partition, so 10,000 runs became ~300 partitions
+    # and every later stage over the cached events ~300 tasks; at 64 KiB they are a handful.
+    builder = builder.config("spark.sql.files.openCostInBytes", str(64 << 10))
     for key, value in settings.conf:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
