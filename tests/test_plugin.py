@@ -62,6 +62,9 @@ def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester)
     page = (pytester.path / "report.html").read_text()
     assert page.count('<td class="checker"><span class="pill">spark</span>') == 3
     assert '<span class="pill">inline</span>' not in page
+    # the loss rate across runs: legacy lost in its one run, the others never
+    assert 'id="rates"' in page and page.count('<g class="rate"') == 3
+    assert "kip966-last-replica-standing [legacy] model: 1 of 1 runs lost records (100%" in page
 
 
 def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
