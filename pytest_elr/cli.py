@@ -25,6 +25,8 @@ COMMANDS: dict[str, Command] = {
     "search": Command("pytest_elr.schedule.__main__:main", "property search: random fault schedules on the model"),
     "mutants": Command("pytest_elr.schedule.mutants:main", "mutation check: does the suite kill each broken rule?"),
     "compare": Command("pytest_elr.schedule.compare:main", "the suite and generated schedules on the model and Kafka"),
+    "explore": Command("pytest_elr.schedule.explore:main",
+                       "random schedules on Kafka, the model at every step; findings confirmed and shrunk"),
     "soak": Command("pytest_elr.schedule.soak:main", "repeat the negative-control pair or the suite on Kafka"),
     "check": Command("pytest_elr.checker.__main__:main", "the Spark checker's verdicts on run directories"),
     "report": Command("pytest_elr.report.__main__:main", "the HTML report of some runs"),

@@ -20,6 +20,7 @@ from pytest_elr.checker import CHECKERS, Checker, Confirmation, inline_checker
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
+from pytest_elr.core.versions import VersionError, resolve_versions
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun, say_difference
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
@@ -61,6 +62,10 @@ def _check_options(config: pytest.Config) -> None:
         load_backend(str(setting(config, "backend")))
     except BackendError as exc:
         raise pytest.UsageError(f"--elr-backend: {exc}") from None
+    try:
+        _versions(config)
+    except VersionError as exc:
+        raise pytest.UsageError(f"--elr-kafka-version: {exc}") from None
     history = setting(config, "history_dir")
     if history:
         problem = _unwritable_dir(Path(history))
@@ -115,25 +120,20 @@ class ScenarioFile(pytest.File):
         scenario = load_scenario(self.path)
         backend = _backend_class(self.config)
         wanted = setting(self.config, "profile")
+        versions = _versions(self.config)
         # Profiles the backend cannot run are left out, unless that leaves nothing: then they are
         # shown as skips with the reason, not as a silent "no tests collected".
         runnable = [p for p in scenario.profiles if p in backend.profiles]
         for profile in scenario.profiles:
             if (wanted is not None and profile != wanted) or (runnable and profile not in runnable):
                 continue
-            # The id carries the scenario's name, so `-k <name>` selects it and CI shows it.
-            name = f"{slug(scenario.name)}[{profile}]"
-            item = ScenarioItem.from_parent(self, name=name, scenario=scenario, profile=profile)
-            # Shown as skips with their reason (pytest -rs), never counted as passes.
-            if profile not in backend.profiles:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"profile {profile} cannot run on the {backend.name} backend "
-                           f"(it runs {', '.join(sorted(backend.profiles))})"))
-            elif scenario.backends is not None and backend.name not in scenario.backends:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"not stageable on the {backend.name} backend "
-                           f"(runs on {', '.join(scenario.backends)}): {scenario.backends_reason}"))
-            yield item
+            for version in versions:
+                # The id carries the scenario's name, so `-k <name>` selects it and CI shows it;
+                # and the release, when several run (`-k 4.0.2`).
+                name = f"{slug(scenario.name)}[{profile}" + (f"@{version}]" if len(versions) > 1 else "]")
+                item = ScenarioItem.from_parent(self, name=name, scenario=scenario, profile=profile, version=version)
+                _mark(item, scenario, backend, profile, version)
+                yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (ScenarioError, BackendError)):
@@ -141,17 +141,73 @@ class ScenarioFile(pytest.File):
         return super().repr_failure(excinfo)
 
 
+def _mark(item: pytest.Item, scenario: Scenario, backend: type[Backend], profile: str, version: str | None) -> None:
+    """Skips (shown with their reason by pytest -rs, never counted as passes) and known failures."""
+    if profile not in backend.profiles:
+        item.add_marker(pytest.mark.skip(
+            reason=f"profile {profile} cannot run on the {backend.name} backend "
+                   f"(it runs {', '.join(sorted(backend.profiles))})"))
+    elif scenario.backends is not None and backend.name not in scenario.backends:
+        item.add_marker(pytest.mark.skip(
+            reason=f"not stageable on the {backend.name} backend "
+                   f"(runs on {', '.join(scenario.backends)}): {scenario.backends_reason}"))
+    elif version is not None and scenario.kafka_versions is not None \
+            and not scenario.kafka_versions.contains(version):
+        item.add_marker(pytest.mark.skip(
+            reason=f"applies to Kafka {scenario.kafka_versions}, not {version}"))
+    else:
+        known = scenario.known_failure(version)
+        if known is not None:
+            # strict: a release that should have the bug and passes is a failure (a wrong range)
+            item.add_marker(pytest.mark.xfail(
+                strict=True, raises=ScenarioFailure,
+                reason=f"known to fail on Kafka {version}: {known.because} ({scenario.path}:{known.line})"))
+
+
+def _versions(config: pytest.Config) -> tuple[str | None, ...]:
+    """The releases each scenario runs on: the setting's list, else the backend's default; a
+    backend without releases (the model) runs once."""
+    default = _backend_class(config).default_version()
+    if default is None:
+        return (None,)
+    spec = setting(config, "kafka_version")
+    return resolve_versions(spec) if spec else (default,)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A matrix runs release by release (stable order otherwise): pooled clusters of one release
+    serve every scenario before the next release's start, so none is started twice."""
+    versions = _versions(config)
+    if len(versions) > 1:
+        rank = {v: i for i, v in enumerate(versions)}
+        items.sort(key=lambda it: rank.get(getattr(it, "version", None), -1))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A Python test using ``elr_cluster`` runs once per release of the matrix, like a scenario."""
+    if "elr_kafka_version" in metafunc.fixturenames:
+        versions = _versions(metafunc.config)
+        if len(versions) > 1:
+            metafunc.parametrize("elr_kafka_version", versions, ids=[f"kafka@{v}" for v in versions])
+
+
+class NotTheKnownFailure(AssertionError):
+    """A release declared to fail at one step failed elsewhere: a failure, never an xfail."""
+
+
 class ScenarioItem(pytest.Item):
-    def __init__(self, *, scenario: Scenario, profile: str, **kwargs: Any) -> None:
+    def __init__(self, *, scenario: Scenario, profile: str, version: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scenario = scenario
         self.profile = profile
+        self.version = version
         self.add_marker("elr_scenario")
 
     def setup(self) -> None:
         """The cluster comes up here, so infrastructure that cannot start (no engine, no image) is
         an *error* of this test -- in JUnit too -- never a failure like lost data."""
-        self._run = ScenarioRun(self.scenario, _new_backend(self.config), self.profile, _history_dir(self.config),
+        self._run = ScenarioRun(self.scenario, _new_backend(self.config, self.version), self.profile,
+                                _history_dir(self.config),
                                 _checker(self.config), progress=_progress_writer(self.config))
         try:
             self._run.start()
@@ -161,6 +217,14 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         result = self._run.finish()
+        known = self.scenario.known_failure(self.version)
+        if known is not None and not result.passed and not known.explains(result.message):
+            # it failed, but not where the known bug shows: not the known failure
+            result.known_failure = ""
+            self.config.stash[RESULTS].append(result)
+            _record_for_junit(self, result)
+            raise NotTheKnownFailure(f"expected to fail at step {known.step} ({known.because}), but failed "
+                               f"elsewhere:\n{result.message}")
         self.config.stash[RESULTS].append(result)
         _record_for_junit(self, result)
         if not result.passed:
@@ -172,12 +236,13 @@ class ScenarioItem(pytest.Item):
             run.close("error")  # a run interrupted before it finished (a no-op once finished)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, (ScenarioFailure, ScenarioError, BackendError)):
+        if isinstance(excinfo.value, (ScenarioFailure, NotTheKnownFailure, ScenarioError, BackendError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, self.scenario.line - 1, f"{self.scenario.name} [{self.profile}]"
+        where = f"{self.profile}@{self.version}" if self.version else self.profile
+        return self.path, self.scenario.line - 1, f"{self.scenario.name} [{where}]"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -225,7 +290,41 @@ def _differences(tr: Any, results: list[RunResult], kind: str, title: str) -> No
         return
     tr.write_line(f"{title} ({len(found)}):")
     for r, d in found:
-        tr.write_line(f"  {r.scenario} [{r.profile}] {say_difference(d)}")
+        tr.write_line(f"  {r.scenario} [{_run_id(r)}] {say_difference(d)}")
+
+
+def _run_id(r: RunResult) -> str:
+    return f"{r.profile}@{r.kafka_version}" if r.kafka_version else r.profile
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split(".") if x.isdigit())
+
+
+def _result_word(r: RunResult) -> str:
+    if r.known_failure:
+        return "fails (known)" if not r.passed else "PASS (UNEXPECTED: known to fail)"
+    return "PASS" if r.passed else "FAIL"
+
+
+MATRIX_CELL = {"PASS": "pass", "FAIL": "FAIL", "fails (known)": "known", "PASS (UNEXPECTED: known to fail)": "XPASS"}
+
+
+def _matrix(tr: Any, results: list[RunResult], releases: list[str]) -> None:
+    """Scenario x release: which release does what (``known``: fails as its known bug says;
+    ``XPASS``: passes where a bug was declared; ``.``: not run there, e.g. skipped)."""
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for r in results:
+        cells = rows.setdefault((r.scenario, r.profile), {})
+        if r.kafka_version:
+            cells[r.kafka_version] = MATRIX_CELL[_result_word(r)]
+    width = max(7, *(len(v) for v in releases))
+    tr.write_line("")
+    tr.write_line("scenario x Kafka release (pass / FAIL / known: fails as declared / XPASS: passes where a "
+                  "failure is declared / .: not run)")
+    tr.write_line(f"{'scenario':<40} {'profile':<8} " + " ".join(f"{v:<{width}}" for v in releases))
+    for (scenario, profile), cells in rows.items():
+        tr.write_line(f"{scenario:<40} {profile:<8} " + " ".join(f"{cells.get(v, '.'):<{width}}" for v in releases))
 
 
 def _checker(config: pytest.Config) -> Checker:
@@ -308,13 +407,14 @@ def _backend_class(config: pytest.Config) -> type[Backend]:
     return load_backend(str(setting(config, "backend")))
 
 
-def _new_backend(config: pytest.Config) -> Backend:
-    """A backend for one run, sharing the session's state (the kafka backend's cluster pool)."""
+def _new_backend(config: pytest.Config, version: str | None) -> Backend:
+    """A backend for one run of one release, sharing the session's state (the kafka backend's
+    cluster pool, whose clusters are keyed by release among the rest of their shape)."""
     cls = _backend_class(config)
     sessions = config.stash.setdefault(SESSIONS, {})
     if cls.name not in sessions:
         sessions[cls.name] = cls.new_session()
-    return cls(session=sessions[cls.name], version=setting(config, "kafka_version"))
+    return cls(session=sessions[cls.name], version=version)
 
 
 def _history_dir(config: pytest.Config) -> Path | None:
@@ -350,7 +450,14 @@ def elr_profile(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Callable[..., ClusterHandle]]:
+def elr_kafka_version(request: pytest.FixtureRequest) -> str | None:
+    """The release a Python test runs on (each release of a matrix in turn); None on the model."""
+    return getattr(request, "param", None) or _versions(request.config)[0]
+
+
+@pytest.fixture
+def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
+                elr_kafka_version: str | None) -> Iterator[Callable[..., ClusterHandle]]:
     """Factory of cluster handles on the selected backend; every handle is closed afterwards."""
     handles: list[ClusterHandle] = []
 
@@ -368,7 +475,7 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str) -> Iterator[Ca
         if chosen not in PROFILE_NAMES:
             raise ScenarioError(f"elr_cluster: unknown profile {chosen!r}; expected one of "
                                 f"{', '.join(PROFILE_NAMES)}", *where)
-        handle = ClusterHandle(_new_backend(request.config), chosen, spec, topic_spec,
+        handle = ClusterHandle(_new_backend(request.config, elr_kafka_version), chosen, spec, topic_spec,
                                _history_dir(request.config), name=request.node.name)
         handles.append(handle)
         return handle
@@ -435,25 +542,29 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return  # an xdist worker hands its runs to the controller instead
     tr = terminalreporter
     tr.section("pytest-elr verdicts")
-    header = (f"{'scenario':<40} {'profile':<8} {'backend':<7} {'acked':>6} {'read':>6}  "
-              f"{'fault bit':<9} {'verdict':<18} result")
+    releases = sorted({r.kafka_version for r in results if r.kafka_version}, key=_release_key)
+    matrix = len(releases) > 1
+    header = (f"{'scenario':<40} {'profile':<8} {'backend':<7} " + (f"{'kafka':<7} " if matrix else "")
+              + f"{'acked':>6} {'read':>6}  {'fault bit':<9} {'verdict':<18} result")
     tr.write_line(header)
     for r in results:
         acked = r.verdict.acked if r.verdict else 0
         read = r.verdict.read if r.verdict else 0
         tr.write_line(
-            f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} {acked:>6} {read:>6}  {r.fault_bit:<9} "
-            f"{_verdict_word(r):<18} {'PASS' if r.passed else 'FAIL'}"
+            f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} " + (f"{r.kafka_version or '-':<7} " if matrix else "")
+            + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}"
         )
+    if matrix:
+        _matrix(tr, results, releases)
     _say_checker(tr, config, results)
     for r in results:
         others = {k: n for k, n in (r.verdict.anomalies if r.verdict else {}).items()
                   if n and k not in ("lost", "unseen")}
         if others:
-            tr.write_line(f"  {r.scenario} [{r.profile}]: also {others}")
+            tr.write_line(f"  {r.scenario} [{_run_id(r)}]: also {others}")
     for r in results:
         for proof in r.lost_by_presence:
-            tr.write_line(f"  {r.scenario} [{r.profile}]: loss proved by presence: {_proof(proof)}")
+            tr.write_line(f"  {r.scenario} [{_run_id(r)}]: loss proved by presence: {_proof(proof)}")
     _differences(tr, results, "declared", "declared differences from the model")
     _differences(tr, results, "disagreements", "DISAGREEMENTS with the model (each failed its step)")
     dirs = {str(r.history_dir.parent) for r in results if r.history_dir}

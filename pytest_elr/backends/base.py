@@ -55,6 +55,12 @@ class Backend(ABC):
         self.session = session
 
     @classmethod
+    def default_version(cls) -> str | None:
+        """The release run when the settings name none; None: the backend has no releases (the
+        model), so a version matrix does not multiply its runs."""
+        return None
+
+    @classmethod
     def new_session(cls) -> Session | None:
         """Shared state for one pytest session; the plugin keeps it and closes it at the end."""
         return None

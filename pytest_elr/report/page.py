@@ -43,6 +43,7 @@ td.lost.some, dd.lost.some { color:#fff; background:var(--bad); font-weight:700;
         background:#eef2f7; color:#374151; margin-left:4px; vertical-align:2px; }
 .pill.passed { background:#e3f2e1; color:var(--good); }
 .pill.failed, .pill.error { background:#fde2e2; color:var(--bad); }
+.pill.known { background:#fff3d6; color:#8a5a00; }
 .verdicts td.checker { white-space:normal; font-size:12px; min-width:160px; }
 p.checker { margin:0 0 6px; font-size:13px; } p.checker .pill { margin:0 4px; }
 .checker .found { color:var(--bad); } .checker .counted { color:var(--muted); }
@@ -95,7 +96,8 @@ NOT_JUDGED = "–"
 def page(runs: list[Run], verdicts: list[Verdict | None], axis: AxisMode = "auto") -> str:
     """The page of ``runs``, each with its checker's verdict (None: not judged)."""
     anchors = _anchors(runs)
-    body = [_summary(runs, verdicts), _table(runs, verdicts, anchors), rates_section(runs, verdicts), _legend()]
+    body = [_summary(runs, verdicts), _matrix(runs, anchors), _table(runs, verdicts, anchors),
+            rates_section(runs, verdicts), _legend()]
     pairs = zip(runs, verdicts, strict=True)
     body += [_section(run, verdict, anchors[n], n, axis) for n, (run, verdict) in enumerate(pairs)]
     title = f"pytest-elr report — {len(runs)} run{'s' * (len(runs) != 1)}"
@@ -151,8 +153,37 @@ def _counts(verdict: Verdict | None) -> tuple[str, str, str]:
     return str(verdict.acked), str(verdict.read), str(verdict.lost_count)
 
 
+def _matrix(runs: list[Run], anchors: list[str]) -> str:
+    """Scenario x Kafka release, when runs cover several releases: what each release did, a known
+    failure (the scenario declares the release's bug) told apart from a new one."""
+    releases = sorted({str(r.meta["kafka_version"]) for r in runs if r.meta.get("kafka_version")},
+                      key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+    if len(releases) < 2:
+        return ""
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    for run, anchor in zip(runs, anchors, strict=True):
+        version = run.meta.get("kafka_version")
+        if not version:
+            continue
+        known = bool(run.meta.get("known_failure"))
+        word, css = {("passed", False): ("pass", "passed"), ("failed", True): ("known", "known"),
+                     ("passed", True): ("XPASS", "failed")}.get((run.outcome, known), (run.outcome, run.outcome))
+        title = escape(str(run.meta.get("known_failure") or ""), quote=True)
+        cells.setdefault((_meta(run, "scenario"), _meta(run, "profile")), {})[str(version)] = (
+            f'<td><a href="#{anchor}" title="{title}"><span class="pill {css}">{word}</span></a></td>')
+    ths = "".join(f"<th>{escape(v)}</th>" for v in releases)
+    rows = "".join(f"<tr><td>{escape(s)}</td><td>{escape(p)}</td>" + "".join(c.get(v, "<td>·</td>") for v in releases)
+                   + "</tr>" for (s, p), c in cells.items())
+    return (f'<section class="card" id="matrix"><h2>Scenario × Kafka release</h2><p class="sub">known: fails as '
+            f"the scenario declares for that release (its bug); XPASS: passes where a failure is declared</p>"
+            f'<table class="verdicts"><thead><tr><th>scenario</th><th>profile</th>{ths}</tr></thead>'
+            f"<tbody>{rows}</tbody></table></section>")
+
+
 def _table(runs: list[Run], verdicts: list[Verdict | None], anchors: list[str]) -> str:
-    head = ["scenario", "profile", "backend", "acked", "read", "lost", "fault bit", "result", "checker"]
+    several = len({r.meta.get("kafka_version") for r in runs}) > 1
+    head = ["scenario", "profile", "backend"] + (["kafka"] if several else []) + [
+        "acked", "read", "lost", "fault bit", "result", "checker"]
     rows = []
     previous = None
     for run, verdict, anchor in zip(runs, verdicts, anchors, strict=True):
@@ -161,6 +192,7 @@ def _table(runs: list[Run], verdicts: list[Verdict | None], anchors: list[str]) 
         some = " some" if verdict is not None and verdict.lost_count else ""
         cells = (f'<td><a href="#{anchor}">{escape(_meta(run, "scenario"))}</a></td>'
                  f'<td>{escape(_meta(run, "profile"))}</td><td>{escape(_meta(run, "backend"))}</td>'
+                 + (f'<td>{escape(_meta(run, "kafka_version"))}</td>' if several else "") +
                  f'<td class="num acked">{acked}</td><td class="num read">{read}</td>'
                  f'<td class="num lost{some}">{lost}</td>'
                  f'<td class="bit bit-{bit}">{bit}</td>'

@@ -32,7 +32,7 @@ from pytest_elr.core.outcomes import OUTCOMES, error_name
 from pytest_elr.model import build_model, invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
-from pytest_elr.model.profiles import get_profile
+from pytest_elr.model.profiles import Profile, get_profile
 from pytest_elr.scenario.schema import Scenario, Step
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -100,6 +100,10 @@ class RunResult:
     declared: list[dict[str, Any]] = field(default_factory=list)
     #: acknowledged acks=all records an earlier read saw and the final read did not
     lost_by_presence: list[dict[str, Any]] = field(default_factory=list)
+    #: the release under test (None: the backend has none) and, when the scenario declares this
+    #: release a known failure, why (the run is then expected to fail)
+    kafka_version: str | None = None
+    known_failure: str = ""
 
     @property
     def fault_bit(self) -> FaultBit:
@@ -134,8 +138,10 @@ class Seen:
 
 class Executor:
     def __init__(self, scenario: Scenario, backend: Backend, profile: str, history: History,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, oracle: Profile | None = None):
         self.scenario = scenario
+        #: the shadow model's profile when not ``profile``'s own (``elr explore`` plants a mutant)
+        self.oracle = oracle
         #: told one line per step as it ends (live progress in a CI log)
         self.progress = progress
         self.backend = backend
@@ -176,7 +182,7 @@ class Executor:
         self.backend.start(s.cluster, s.topic, self.profile, self.history)
         own = self.backend.own_model()
         self._shadow = own is None
-        self.model = own if own is not None else build_model(s.cluster, s.topic, self.profile)
+        self.model = own if own is not None else build_model(s.cluster, s.topic, self.oracle or self.profile)
         obs = self._observe_and_record()
         if obs.hwm is not None:
             self.hwm_seen.append(("start", obs.hwm))
@@ -700,15 +706,17 @@ class ScenarioRun:
     ``finish`` runs the steps and judges the history (what fails there is the system under test)."""
 
     def __init__(self, scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
-                 checker: Checker = inline_checker, progress: Callable[[str], None] | None = None) -> None:
+                 checker: Checker = inline_checker, progress: Callable[[str], None] | None = None,
+                 oracle: Profile | None = None) -> None:
         self.scenario, self.backend, self.profile, self.checker = scenario, backend, profile, checker
         self.started = time.monotonic()
         self.history = History.create(
             history_root, scenario=scenario.name, scenario_file=scenario.path, backend=backend.name,
             profile=profile, kafka_version=backend.kafka_version,
+            known_failure=known.because if (known := scenario.known_failure(backend.kafka_version)) else None,
             topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
         )
-        self.executor = Executor(scenario, backend, profile, self.history, progress)
+        self.executor = Executor(scenario, backend, profile, self.history, progress, oracle)
         self._closed = False
 
     def start(self) -> None:
@@ -723,6 +731,7 @@ class ScenarioRun:
     def finish(self) -> RunResult:
         scenario, backend, history = self.scenario, self.backend, self.history
         verdict: Verdict | None = None
+        broken = False  # the backend failed (an error), as opposed to the system not doing what the scenario says
         try:
             self.executor.run()
             history.end_events()
@@ -733,10 +742,10 @@ class ScenarioRun:
             passed, message = False, str(exc)
         except BackendError as exc:
             history.record("backend_error", message=str(exc))
-            passed, message = False, f"{scenario.path}: backend {backend.name} failed: {exc}"
+            passed, message, broken = False, f"{scenario.path}: backend {backend.name} failed: {exc}", True
         finally:
             self._release()
-        self.close("passed" if passed else ("error" if verdict is None else "failed"))
+        self.close("passed" if passed else ("error" if broken else "failed"))
         return self.result(passed, message or "", verdict)
 
     def result(self, passed: bool, message: str, verdict: Verdict | None = None) -> RunResult:
@@ -747,7 +756,8 @@ class ScenarioRun:
             violations=ex.violations, losses=ex.losses, history_dir=self.history.directory,
             duration_s=time.monotonic() - self.started,
             disagreements=[d.as_dict() for d in ex.disagreements], declared=[d.as_dict() for d in ex.declared],
-            lost_by_presence=ex.lost_by_presence,
+            lost_by_presence=ex.lost_by_presence, kafka_version=self.backend.kafka_version,
+            known_failure=self.history.meta.get("known_failure") or "",
         )
 
     def _release(self) -> None:
@@ -767,9 +777,11 @@ class ScenarioRun:
 def run_scenario(
     scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
     checker: Checker = inline_checker, progress: Callable[[str], None] | None = None,
+    oracle: Profile | None = None,
 ) -> RunResult:
-    """Start and finish one run; a system that cannot start gives a failed result, not an exception."""
-    run = ScenarioRun(scenario, backend, profile, history_root, checker, progress)
+    """Start and finish one run; a system that cannot start gives a failed result, not an exception.
+    ``oracle``: the shadow model's profile, when not ``profile``'s own (a planted mutant)."""
+    run = ScenarioRun(scenario, backend, profile, history_root, checker, progress, oracle)
     try:
         run.start()
     except BackendError as exc:

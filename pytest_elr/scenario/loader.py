@@ -20,8 +20,9 @@ from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, PRODUCE_ERRORS, Scena
 from pytest_elr.core.outcomes import OUTCOMES
 from pytest_elr.core.reader import Reader, did_you_mean
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
+from pytest_elr.core.versions import VersionError, version_range
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.scenario.schema import DIFFERABLE, EXPECTATION_KEYS, LossExpectation, Scenario, Step
+from pytest_elr.scenario.schema import DIFFERABLE, EXPECTATION_KEYS, KnownFailure, LossExpectation, Scenario, Step
 
 # --- entry points ------------------------------------------------------------------------------
 
@@ -83,8 +84,8 @@ class _Builder:
 
     def scenario(self, root: yaml.Node) -> Scenario:
         r = self.r
-        keys = ("name", "description", "profiles", "backends", "cluster", "topic", "workload", "steps",
-                "verdict", "finale")
+        keys = ("name", "description", "profiles", "backends", "kafka_versions", "known_failures", "cluster",
+                "topic", "workload", "steps", "verdict", "finale")
         doc = r.mapping(root, "scenario", keys)
         for required in ("cluster", "topic", "steps"):
             if required not in doc:
@@ -97,6 +98,11 @@ class _Builder:
         steps = self.steps(doc["steps"], workload)
         finale = r.boolean(doc["finale"], "finale") if "finale" in doc else True
         backends, reason = self.backends(doc["backends"]) if "backends" in doc else (None, "")
+        known = self.known_failures(doc["known_failures"]) if "known_failures" in doc else ()
+        for k in known:
+            if k.step is not None and k.step not in {s.label for s in steps}:
+                raise ScenarioError(f"known_failures: no step {k.step!r} in this scenario (steps: "
+                                    f"{', '.join(s.label for s in steps)})", r.path, k.line)
         return Scenario(
             name=name,
             path=r.path,
@@ -111,7 +117,32 @@ class _Builder:
             line=root.start_mark.line + 1,
             backends=backends,
             backends_reason=reason,
+            kafka_versions=self.versions(doc["kafka_versions"], "kafka_versions") if "kafka_versions" in doc else None,
+            known_failures=known,
         )
+
+    def versions(self, node: yaml.Node, what: str) -> Any:
+        try:
+            return version_range(self.r.scalar(node, what))
+        except VersionError as exc:
+            self.r.fail(node, f"{what}: {exc}")
+
+    def known_failures(self, node: yaml.Node) -> tuple[KnownFailure, ...]:
+        """``known_failures: [{versions: "<4.1.0", because: "KAFKA-19522: ..."}]``."""
+        r = self.r
+        out = []
+        for item in r.sequence(node, "known_failures"):
+            doc = r.mapping(item, "known_failures[]", ("versions", "because", "step"))
+            if "versions" not in doc or "because" not in doc:
+                r.fail(item, "known_failures: expected {versions: <range, e.g. '<4.1.0'>, because: <the bug and "
+                             "its fix, e.g. 'KAFKA-19522, fixed in 4.1.0'>}")
+            step = r.name(doc["step"], "known_failures.step") if "step" in doc else None
+            out.append(KnownFailure(self.versions(doc["versions"], "known_failures.versions"),
+                                    " ".join(r.scalar(doc["because"], "known_failures.because").split()),
+                                    item.start_mark.line + 1, step))
+        if len(out) > L.MAX_KNOWN_FAILURES:
+            r.fail(node, f"known_failures: at most {L.MAX_KNOWN_FAILURES} entries")
+        return tuple(out)
 
     def profiles(self, node: yaml.Node) -> tuple[str, ...]:
         r = self.r

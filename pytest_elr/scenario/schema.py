@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+
 from pytest_elr.actions import Action
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 
@@ -54,6 +56,21 @@ class Step:
 
 
 @dataclass(frozen=True)
+class KnownFailure:
+    """Releases on which the scenario is known to fail, and why (a Kafka bug fixed later): a run
+    there must fail (strict, like ``xfail(strict=True)``): an unexpected pass is a failure."""
+
+    versions: SpecifierSet
+    because: str
+    line: int
+    #: the step that must fail (None: any); a failure elsewhere is not the known one
+    step: str | None = None
+
+    def explains(self, message: str) -> bool:
+        return self.step is None or f"step {self.step} (" in message
+
+
+@dataclass(frozen=True)
 class LossExpectation:
     """What the scenario expects the checker to find about acks=all records (its ``verdict:`` key)."""
 
@@ -80,3 +97,12 @@ class Scenario:
     #: Backends the scenario can be staged on (None: all), and why the others cannot.
     backends: tuple[str, ...] | None = None
     backends_reason: str = ""
+    #: the Kafka releases the scenario applies to (None: all); others are skipped, saying why
+    kafka_versions: SpecifierSet | None = None
+    known_failures: tuple[KnownFailure, ...] = ()
+
+    def known_failure(self, version: str | None) -> KnownFailure | None:
+        """The declared failure that covers this release, if any."""
+        if version is None:
+            return None
+        return next((k for k in self.known_failures if k.versions.contains(version)), None)

@@ -1,0 +1,429 @@
+"""``elr explore``: random fault schedules on a real cluster, the model as the oracle at every step;
+what differs is confirmed by replay on a fresh cluster and shrunk by replay to a runnable scenario.
+
+    elr explore --budget 30m [--kafka-version 4.4.0] [--seed 1] [--profile kafka]
+                [--kinds isolate,power_off,...] [--steps 8] [--out .elr-explore]
+                [--mutant NAME]    # plant a defect in the oracle: the exploration must find it
+
+Each schedule comes from the property search's state machine (every action of the language,
+Hypothesis-seeded), is written as a scenario with the model's verdict and run with the executor's
+own check: every observed field after every fault and every produce's outcome held to the model,
+the invariants on the cluster's observations, acknowledged records by presence. A run is
+
+* ``agrees``: nothing differs;
+* ``documented``: it differs only where the profile or the step declares it (with the reason);
+* ``finding``: an undeclared difference, an invariant broken, or acknowledged records lost where the
+  profile promises none -- replayed ``--confirm`` times on a fresh cluster (a finding no replay
+  reproduces is reported as flaky, with its evidence), then shrunk by replay (delta debugging) and
+  written under ``<out>/findings/`` as a ``*.elr.yaml`` expecting the model's state at every step;
+* ``harness error``: the backend broke (never counted as a finding).
+
+At the end: counts, schedules per hour, findings, and the protocol states reached on the model and
+on the cluster (``coverage.py``), in ``<out>/summary.json`` and on the terminal; the findings' runs
+are in ``<out>/report.html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, seed, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from pytest_elr.actions import ACTIONS, Action, Heal, Lifecycle, Restart, Resume
+from pytest_elr.backends import load_backend
+from pytest_elr.backends.base import Backend
+from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.errors import BackendError, ScenarioError
+from pytest_elr.core.history import Run
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
+from pytest_elr.model import build_model
+from pytest_elr.model.cluster import ModelError
+from pytest_elr.model.mutants import MUTANTS
+from pytest_elr.model.profiles import PROFILE_NAMES, Profile, get_profile
+from pytest_elr.scenario.executor import RunResult, run_scenario
+from pytest_elr.scenario.export import expectation_of, scenario_yaml
+from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.scenario.schema import Scenario
+from pytest_elr.schedule.coverage import State, describe, state_of, states_of_events
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
+from pytest_elr.schedule.shrink import shrink
+
+MAX_BUDGET_S = 7 * 24 * 3600.0
+MAX_STEPS = 40
+MAX_CONFIRM = 10
+MAX_SHRINK_REPLAYS = 200
+
+
+@dataclass
+class Finding:
+    signature: str
+    first: RunResult
+    scenario_path: Path
+    actions: list[Action]
+    confirmed: int = 0
+    replays: int = 0
+    shrunk_path: Path | None = None
+    shrunk_actions: list[Action] = field(default_factory=list)
+    shrink_replays: int = 0
+
+    @property
+    def flaky(self) -> bool:
+        return self.replays > 0 and self.confirmed == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"signature": self.signature, "scenario": str(self.scenario_path), "actions": len(self.actions),
+                "confirmed": f"{self.confirmed}/{self.replays}", "flaky": self.flaky,
+                "shrunk": str(self.shrunk_path) if self.shrunk_path else None,
+                "shrunk_actions": len(self.shrunk_actions), "shrink_replays": self.shrink_replays,
+                "message": self.first.message.splitlines()[:12], "history": str(self.first.history_dir)}
+
+
+@dataclass
+class Exploration:
+    """What one exploration saw; ``summary()`` is what it prints and saves."""
+
+    started: float = field(default_factory=time.monotonic)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("agrees", "documented", "finding", "harness error"), 0))
+    findings: dict[str, Finding] = field(default_factory=dict)
+    model_states: set[State] = field(default_factory=set)
+    cluster_states: set[State] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+
+    def summary(self) -> dict[str, Any]:
+        hours = max(time.monotonic() - self.started, 1e-9) / 3600
+        runs = sum(self.counts.values())
+        return {
+            "runs": runs, **self.counts, "schedules_per_hour": round(runs / hours, 1),
+            "action_kinds": sorted(self.kinds),
+            "states_model": len(self.model_states), "states_cluster": len(self.cluster_states),
+            "states_only_on_model": sorted(describe(s) for s in self.model_states - self.cluster_states),
+            "states_only_on_cluster": sorted(describe(s) for s in self.cluster_states - self.model_states),
+            "findings": [f.as_dict() for f in self.findings.values()],
+        }
+
+
+def classify(result: RunResult, outcome: str) -> str:
+    if outcome == "error":
+        return "harness error"
+    if not result.passed:
+        return "finding"
+    return "documented" if result.declared else "agrees"
+
+
+def signature(result: RunResult) -> str:
+    """What kind of difference a failed run shows: the same finding twice has the same signature."""
+    if result.disagreements:
+        d = result.disagreements[0]
+        return f"differs:{d['field']}"
+    for v in result.violations:
+        m = re.search(r"invariant (\w+)", v)
+        return f"invariant:{m.group(1) if m else v[:40]}"
+    m = re.search(r"step \S+ \([^)]*\): (\w+)", result.message)
+    if m:
+        return f"expectation:{m.group(1)}"
+    return "verdict:" + ("loss" if "LOST" in result.message or "lost" in result.message else "other")
+
+
+# --- schedules ----------------------------------------------------------------------------------
+
+
+def schedules(profile: Profile, seed_value: int, steps: int, kinds: frozenset[str] | None,
+              brokers: tuple[int, ...] = BROKERS, min_isr: int = MIN_ISR) -> Iterator[list[Action]]:
+    """Schedules the property search's machine draws, seed by seed: each with acks=all records at
+    stake and at least two kinds of fault, only ``kinds`` when given, each schedule once."""
+    seen: set[tuple[Action, ...]] = set()
+    batch: list[list[Action]] = []
+
+    class Collect(machine_for(SearchConfig(profile=profile, brokers=brokers, min_isr=min_isr))):  # type: ignore[misc]
+        def teardown(self) -> None:
+            actions = list(self.actions)
+            used = {a.kind for a in actions}
+            acked = any(a.kind == "produce" and getattr(a, "acks", None) == "all" for a in actions)
+            faults = used - {"produce", "heal", "flush", "wait"}
+            if acked and len(faults) >= 2 and (kinds is None or used - {"produce"} <= kinds) \
+                    and tuple(actions) not in seen:
+                seen.add(tuple(actions))
+                batch.append(actions)
+
+        def protocol_invariants(self) -> None:  # the oracle's own check does not stop the drawing
+            return None
+
+    for s in range(seed_value, seed_value + 1_000_000):
+        batch.clear()
+        run_state_machine_as_test(seed(s)(Collect), settings=settings(
+            max_examples=100, stateful_step_count=steps, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck), print_blob=False))
+        # the longest first: the machine tries small examples first, exploration wants depth
+        yield from sorted(batch, key=len, reverse=True)
+
+
+def finale_actions(actions: list[Action]) -> list[Action]:
+    """The executor's finale as explicit actions (heal every link, resume, restart), so a written
+    finding expects the state there too: a difference often shows only once everything is back."""
+    life: dict[int, Lifecycle] = {}
+    for action in actions:
+        life.update(action.transitions())
+    return [Heal(links=None), *(Resume(broker=b) for b, s in sorted(life.items()) if s == "paused"),
+            *(Restart(broker=b) for b, s in sorted(life.items()) if s == "down")]
+
+
+def model_trace(actions: list[Action], cluster: ClusterSpec, topic: TopicSpec,
+                oracle: Profile) -> list[dict[str, Any]] | None:
+    """The model's state after each action, as a step's expectations; None: the model refuses one."""
+    model = build_model(cluster, topic, oracle)
+    out = []
+    for action in actions:
+        try:
+            model.apply(action)
+        except ModelError:
+            return None
+        out.append(expectation_of(model.observe()))
+    return out
+
+
+def write_scenario(path: Path, name: str, description: str, actions: list[Action], cluster: ClusterSpec,
+                   topic: TopicSpec, profile: str, oracle: Profile, expect: bool,
+                   model_must_pass: bool = True) -> Scenario | None:
+    """``actions`` as a scenario whose verdict is the model's; None when the model refuses the
+    schedule, or (``model_must_pass``) cannot pass it whatever the verdict (a lossy fault that took
+    nothing). A finding is written whether or not its oracle passes it: a planted defect breaks the
+    invariants checked on the observed state, which is how the finding shows."""
+    trace = model_trace(actions, cluster, topic, oracle)
+    if trace is None:
+        return None
+    expectations = trace if expect else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(scenario_yaml(name, description, cluster, topic, actions, {profile: "none"}, expectations,
+                                  profiles=[profile]))
+    try:
+        model_run = run_scenario(load_scenario(path), ModelBackend(rules=oracle.rules), profile)
+        verdict = "found" if model_run.verdict is not None and model_run.verdict.lost_count else "none"
+        path.write_text(scenario_yaml(name, description, cluster, topic, actions, {profile: verdict}, expectations,
+                                      profiles=[profile]))
+        scenario = load_scenario(path)
+    except ScenarioError:
+        path.unlink(missing_ok=True)
+        return None
+    if model_must_pass and not run_scenario(scenario, ModelBackend(rules=oracle.rules), profile).passed:
+        path.unlink(missing_ok=True)
+        return None
+    return scenario
+
+
+# --- the exploration ------------------------------------------------------------------------------
+
+
+@dataclass
+class Explorer:
+    backend: type[Backend]
+    version: str | None
+    profile: str
+    oracle: Profile
+    out: Path
+    cluster: ClusterSpec
+    topic: TopicSpec
+    confirm: int = 2
+    shrink_replays: int = 30
+    say: Callable[[str], None] = print
+    seen: Exploration = field(default_factory=Exploration)
+    mutant: str | None = None
+
+    @property
+    def planted(self) -> str:
+        return f" with the planted defect {self.mutant} (elr explore --mutant)" if self.mutant else ""
+
+    def run(self, scenario: Scenario, session: Any, where: Path) -> tuple[RunResult, str]:
+        result = run_scenario(scenario, self.backend(session=session, version=self.version), self.profile, where,
+                              oracle=self.oracle)
+        outcome = Run.read(result.history_dir).outcome if result.history_dir else "error"
+        return result, outcome
+
+    def fresh_run(self, scenario: Scenario, where: Path) -> tuple[RunResult, str]:
+        """On a cluster of its own (a fresh pool), closed afterwards: a replay shares nothing."""
+        session = self.backend.new_session()
+        try:
+            return self.run(scenario, session, where)
+        finally:
+            if session is not None:
+                session.close()
+
+    def explore(self, stream: Iterator[list[Action]], deadline: float) -> Exploration:
+        session = self.backend.new_session()
+        try:
+            n = 0
+            for actions in stream:
+                if time.monotonic() >= deadline:
+                    break
+                n += 1
+                name = f"explore-{n}"
+                scenario = write_scenario(self.out / "schedules" / f"{name}.elr.yaml", name,
+                                          "a schedule drawn by elr explore", actions, self.cluster, self.topic,
+                                          self.profile, self.oracle, expect=False)
+                if scenario is None:
+                    continue
+                self.seen.kinds |= {a.kind for a in actions}
+                self._model_states(actions)
+                try:
+                    result, outcome = self.run(scenario, session, self.out / "runs")
+                except BackendError as exc:
+                    self.seen.counts["harness error"] += 1
+                    self.say(f"{name}: harness error: {exc}")
+                    continue
+                kind = classify(result, outcome)
+                self.seen.counts[kind] += 1
+                if result.history_dir:
+                    self.seen.cluster_states |= states_of_events(Run.read(result.history_dir).events,
+                                                                 self.topic.min_insync_replicas)
+                line = f"{name} ({len(actions)} actions): {kind}"
+                if kind == "finding":
+                    sig = signature(result)
+                    line += f" [{sig}]"
+                    self.say(line)
+                    if sig not in self.seen.findings:
+                        self.seen.findings[sig] = self._follow_up(sig, result, actions, scenario)
+                    continue
+                self.say(line)
+        finally:
+            if session is not None:
+                session.close()
+        return self.seen
+
+    def _model_states(self, actions: list[Action]) -> None:
+        model = build_model(self.cluster, self.topic, self.oracle)
+        lossy = False
+        for action in actions:
+            try:
+                model.apply(action)
+            except ModelError:
+                return
+            lossy = lossy or action.lossy
+            self.seen.model_states.add(state_of(model.observe().as_event(), self.topic.min_insync_replicas, lossy))
+
+    def _follow_up(self, sig: str, result: RunResult, actions: list[Action], scenario: Scenario) -> Finding:
+        """Confirm on fresh clusters, then shrink by replay, then write the minimal scenario."""
+        found = Finding(sig, result, Path(scenario.path), actions)
+        where = self.out / "findings" / re.sub(r"[^A-Za-z0-9._-]+", "-", sig)
+        for _ in range(self.confirm):
+            again, outcome = self.fresh_run(scenario, where / "confirm")
+            found.replays += 1
+            found.confirmed += classify(again, outcome) == "finding" and signature(again) == sig
+        self.say(f"  confirmed {found.confirmed}/{found.replays} on fresh clusters")
+        if found.replays and not found.confirmed:
+            self.say("  FLAKY: no replay reproduced it (kept, with its history)")
+            return found
+        counter = [0]
+
+        def still_fails(candidate: list[Action]) -> bool | None:
+            counter[0] += 1
+            path = where / "shrink" / f"candidate-{counter[0]}.elr.yaml"
+            cand = write_scenario(path, f"{sig}-candidate-{counter[0]}", "a shrink candidate", candidate,
+                                  self.cluster, self.topic, self.profile, self.oracle, expect=False)
+            if cand is None:
+                return None
+            again, outcome = self.fresh_run(cand, where / "shrink")
+            return classify(again, outcome) == "finding" and signature(again) == sig
+
+        shrunk = shrink(actions, still_fails, self.shrink_replays)
+        found.shrunk_actions, found.shrink_replays = shrunk.items, shrunk.replays
+        final = where / "finding.elr.yaml"
+        written = write_scenario(final, re.sub(r"[^A-Za-z0-9-]+", "-", f"finding-{sig}").strip("-"),
+                                 f"found by elr explore ({sig}); shrunk from {len(actions)} to "
+                                 f"{len(shrunk.items)} actions in {shrunk.replays} replays; the expectations "
+                                 f"are the oracle's{self.planted}",
+                                 shrunk.items + finale_actions(shrunk.items), self.cluster, self.topic, self.profile,
+                                 self.oracle, expect=True, model_must_pass=False)
+        found.shrunk_path = final if written is not None else None
+        self.say(f"  shrunk {len(actions)} -> {len(shrunk.items)} actions ({shrunk.replays} replays): {final}")
+        return found
+
+
+def parse_budget(text: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m|h)?", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration such as 90s, 30m or 2h")
+    seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if not 0 < seconds <= MAX_BUDGET_S:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 1s and {MAX_BUDGET_S / 86400:.0f} days")
+    return seconds
+
+
+def bounded(name: str, low: int, high: int) -> Callable[[str], int]:
+    def read(text: str) -> int:
+        if not re.fullmatch(r"\d{1,6}", text) or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"{name}: expected a whole number from {low} to {high}, got {text!r}")
+        return int(text)
+    return read
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="elr explore", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", type=parse_budget, default=parse_budget("30m"),
+                        help="time for exploring (confirming and shrinking a finding may run past it)")
+    parser.add_argument("--backend", default="kafka", help="the system under test (default: kafka)")
+    parser.add_argument("--kafka-version", default=None, help="the release under test (default: the backend's)")
+    parser.add_argument("--seed", type=bounded("--seed", 0, 999_999), default=0)
+    parser.add_argument("--profile", choices=PROFILE_NAMES, default="kafka")
+    parser.add_argument("--kinds", default=None, help="action kinds to draw from, comma separated (default: all)")
+    parser.add_argument("--steps", type=bounded("--steps", 2, MAX_STEPS), default=8, help="actions per schedule")
+    parser.add_argument("--confirm", type=bounded("--confirm", 0, MAX_CONFIRM), default=2,
+                        help="replays of a finding on fresh clusters")
+    parser.add_argument("--shrink-replays", type=bounded("--shrink-replays", 0, MAX_SHRINK_REPLAYS), default=30)
+    parser.add_argument("--mutant", choices=sorted(MUTANTS), default=None,
+                        help="plant this defect in the oracle (proves the exploration finds a planted bug)")
+    parser.add_argument("--out", type=Path, default=Path(".elr-explore"))
+    args = parser.parse_args(argv)
+    try:
+        backend = load_backend(args.backend)
+    except BackendError as exc:
+        parser.error(str(exc))
+    kinds = frozenset(args.kinds.split(",")) if args.kinds else None
+    if kinds is not None and kinds - set(ACTIONS):
+        parser.error(f"--kinds: unknown {', '.join(sorted(kinds - set(ACTIONS)))}; known: {', '.join(ACTIONS)}")
+    if args.profile not in backend.profiles:
+        parser.error(f"--profile {args.profile}: the {backend.name} backend runs {', '.join(sorted(backend.profiles))}")
+    oracle = get_profile(args.profile)
+    if args.mutant:
+        oracle = replace(oracle, rules=MUTANTS[args.mutant])
+    args.out.mkdir(parents=True, exist_ok=True)
+    explorer = Explorer(backend, args.kafka_version, args.profile, oracle, args.out, ClusterSpec(brokers=BROKERS),
+                        TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR),
+                        confirm=args.confirm, shrink_replays=args.shrink_replays, mutant=args.mutant)
+    print(f"exploring {args.backend} {args.kafka_version or ''} under {args.profile}"
+          f"{' with mutant ' + args.mutant if args.mutant else ''} for {args.budget:.0f} s (seed {args.seed})",
+          flush=True)
+    seen = explorer.explore(schedules(oracle, args.seed, args.steps, kinds), time.monotonic() + args.budget)
+    summary = seen.summary()
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    _print(summary)
+    histories = [Path(f["history"]) for f in summary["findings"] if f["history"] != "None"]
+    if histories:
+        from pytest_elr.report import build_report
+
+        print(f"report: {build_report(histories, args.out / 'report.html').resolve()}")
+    return 1 if any(not f["flaky"] for f in summary["findings"]) else 0
+
+
+def _print(summary: dict[str, Any]) -> None:
+    print(f"\n{summary['runs']} schedules ({summary['schedules_per_hour']}/h): {summary['agrees']} agree, "
+          f"{summary['documented']} differ only as documented, {summary['finding']} findings, "
+          f"{summary['harness error']} harness errors")
+    print(f"states reached: {summary['states_model']} on the model, {summary['states_cluster']} on the cluster; "
+          f"action kinds drawn: {', '.join(summary['action_kinds'])}")
+    for f in summary["findings"]:
+        print(f"finding {f['signature']}: confirmed {f['confirmed']}{' FLAKY' if f['flaky'] else ''}, "
+              f"shrunk to {f['shrunk_actions']} actions: {f['shrunk']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
