@@ -143,6 +143,9 @@ def _build(settings: SparkSettings) -> SparkSession:
     # file (4 MiB) Spark packs 32 of them into a partition, so 10,000 runs became ~300 partitions
     # and every later stage over the cached events ~300 tasks; at 64 KiB they are a handful.
     builder = builder.config("spark.sql.files.openCostInBytes", str(64 << 10))
+    # Beyond 32 paths Spark lists them with a job of one task per path (10,000 tasks for a soak,
+    # twice: events and meta); the driver lists a local or shared directory's runs far faster.
+    builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
     for key, value in settings.conf:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
