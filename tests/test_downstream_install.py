@@ -1,42 +1,119 @@
-"""The plugin as another repo uses it: built as a wheel, installed in a fresh virtual
-environment, run on an example project that lives outside the package."""
+"""The plugin as another repo meets it: built as a wheel (and an sdist), installed into a virtual
+environment that does not see this machine's site-packages, in a directory with no checkout.
+
+From there the installed ``elr images build`` builds the node image from the wheel's own recipes
+under a fresh tag namespace (so nothing built from the checkout is reused), and an example project
+(a YAML suite and a Python test) runs on real Kafka with ``-n 2``. Before any of that, right after
+the bare ``pip install`` (no extras), the same project passes on the model.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from pytest_elr.sut import images
+
 ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "pytest_elr" / "sut" / "recipes"
 
 
-def run(*cmd: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600)
+def run(*cmd: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
-def test_wheel_installs_and_runs_a_yaml_suite_in_a_fresh_venv(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, ROOT)
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", out, ROOT)
     assert built.returncode == 0, built.stderr
-    wheel = next(wheels.glob("pytest_elr-*.whl"))
+    return out
 
+
+def test_the_wheel_and_the_sdist_carry_the_recipes_and_the_licence(dist: Path, tmp_path: Path) -> None:
+    recipes = sorted(str(p.relative_to(ROOT)) for p in RECIPES.rglob("*") if p.is_file())
+    assert "pytest_elr/sut/recipes/kafka-node/Dockerfile" in recipes
+    with zipfile.ZipFile(next(dist.glob("pytest_elr-*.whl"))) as whl:
+        names = set(whl.namelist())
+        metadata = whl.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert set(recipes) <= names, set(recipes) - names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "License-Expression: Apache-2.0" in metadata
+
+    sdist = run(sys.executable, "-m", "build", "--sdist", "-o", tmp_path, ROOT)
+    assert sdist.returncode == 0, sdist.stdout[-2000:] + sdist.stderr[-2000:]
+    with tarfile.open(next(tmp_path.glob("pytest_elr-*.tar.gz"))) as tar:
+        members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
+    assert set(recipes) <= members, set(recipes) - members
+    assert "LICENSE" in members
+
+
+@pytest.fixture
+def fresh_namespace() -> Iterator[str]:
+    """A tag namespace of this test's own; its images are removed afterwards, by name."""
+    ns = f"elr-downstream-{secrets.token_hex(4)}"
+    yield ns
+    tags = run("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+    for tag in (t for t in tags if t.startswith(ns + "/")):
+        run("docker", "rmi", tag)
+
+
+def test_from_the_wheel_alone_model_then_images_then_kafka_with_xdist(dist: Path, tmp_path: Path,
+                                                                     fresh_namespace: str) -> None:
     env_dir = tmp_path / "venv"
-    # System site-packages give the dependencies already on this machine without a download;
-    # the plugin itself comes only from the wheel.
-    venv.EnvBuilder(with_pip=True, system_site_packages=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    installed = run(python, "-m", "pip", "install", "--no-deps", "--force-reinstall", wheel)
-    assert installed.returncode == 0, installed.stderr
+    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
+    python, bin_dir = env_dir / "bin" / "python", env_dir / "bin"
+    wheel = next(dist.glob("pytest_elr-*.whl"))
+    installed = run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
+    assert installed.returncode == 0, installed.stderr[-3000:]
 
-    project = tmp_path / "downstream"
+    project = tmp_path / "downstream"  # no checkout anywhere above it
     shutil.copytree(ROOT / "examples" / "downstream", project)
-    result = run(python, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "-q",
-                 "--rootdir", project, project, cwd=project)
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr
-    assert "3 passed" in out, out
-    assert "downstream-last-replica-standing" in out and "loss found" in out, out
-    where = run(python, "-c", "import pytest_elr; print(pytest_elr.__file__)", cwd=project)
-    assert str(env_dir) in where.stdout, f"plugin not loaded from the wheel: {where.stdout}"
+    # Only what a user's shell has: no PYTHONPATH into the checkout, the venv first on PATH.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_ELR_", "PYTHON"))}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    pytest_cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "-q", "--rootdir",
+                  project, project]
+
+    where = run(python, "-c", "import pytest_elr; print(pytest_elr.__file__)", cwd=project, env=env)
+    assert str(env_dir) in where.stdout, f"plugin not loaded from the wheel: {where.stdout}{where.stderr}"
+
+    # 1. Right after the bare install: the model backend and the default checker (no pyspark).
+    model = run(*pytest_cmd, "--elr-backend=model", cwd=project, env=env)
+    assert model.returncode == 0, model.stdout[-3000:] + model.stderr[-3000:]
+    assert "3 passed" in model.stdout, model.stdout[-3000:]
+    assert "Traceback" not in model.stdout + model.stderr
+
+    # 2. The node image from the wheel's recipes, under a namespace nothing else uses. The host's
+    # build cache (jars, the Toxiproxy binary) and this machine's base image keep it short.
+    env |= {images.NAMESPACE_ENV: fresh_namespace, images.BASE_IMAGE_ENV: images.build_base()}
+    for k in (images.BUILD_DIR_ENV,):
+        if os.environ.get(k):
+            env[k] = os.environ[k]
+    tag = run(bin_dir / "elr", "images", "tag", cwd=project, env=env).stdout.strip()
+    assert tag.startswith(f"{fresh_namespace}/kafka-node:{images.DEFAULT_KAFKA_VERSION}-"), tag
+    assert run("docker", "image", "inspect", tag).returncode != 0, "a fresh namespace has no image yet"
+    built = run(bin_dir / "elr", "images", "build", cwd=project, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert built.stdout.strip() == tag
+
+    # 3. Real Kafka with two xdist workers: the YAML suite (two profiles) and the Python test.
+    xdist = run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "pytest-xdist>=3.5")
+    assert xdist.returncode == 0, xdist.stderr[-3000:]
+    kafka = run(*pytest_cmd, "-n", "2", "--elr-checker=inline", cwd=project, env=env, timeout=900)
+    out = kafka.stdout + kafka.stderr
+    assert kafka.returncode == 0, out[-5000:]
+    assert "3 passed" in kafka.stdout, out[-5000:]
+    assert "downstream-last-replica-standing" in kafka.stdout and "loss found" in kafka.stdout, out[-5000:]

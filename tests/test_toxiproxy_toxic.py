@@ -13,19 +13,20 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pytest_elr.sut.images import TOXIPROXY_DIR
+from pytest_elr.sut.images import recipe_path
 
 
 def test_kafka_hold_toxic_go_tests() -> None:
     go = shutil.which("go")
-    assert go is not None, "Go is needed to build the node image's Toxiproxy (images/toxiproxy)"
+    assert go is not None, "Go is needed to build the node image's Toxiproxy (recipes/toxiproxy)"
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
-    run = subprocess.run([go, "test", "-count=1", "-v", "./..."], cwd=TOXIPROXY_DIR, env=env,
-                         capture_output=True, text=True, timeout=600)
+    with recipe_path("toxiproxy") as src:
+        run = subprocess.run([go, "test", "-count=1", "-v", "./..."], cwd=src, env=env,
+                             capture_output=True, text=True, timeout=600)
+        unformatted = subprocess.run([str(Path(go).with_name("gofmt")), "-l", "."], cwd=src,
+                                     capture_output=True, text=True, timeout=60).stdout.split()
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
-    unformatted = subprocess.run([str(Path(go).with_name("gofmt")), "-l", "."], cwd=TOXIPROXY_DIR,
-                                 capture_output=True, text=True, timeout=60).stdout.split()
     assert not unformatted, f"gofmt would change {unformatted}"
     for name in ("TestHeldUntilRemovedThenDeliveredInOrder", "TestInterruptKeepsTheHold",
                  "TestClientGoneStillDelivers", "TestOtherRequestsPass", "TestNotKafkaPassesThrough",

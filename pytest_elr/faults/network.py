@@ -30,7 +30,7 @@ The time from API call to cut link is the REST round trip, measured in
 links' chains before the call returns.
 
 ``hold(src, dst)`` is the one fault that reads Kafka: our ``kafka_hold`` toxic
-(``images/toxiproxy/kafka_hold.go``) holds back the requests of one API key,
+(``pytest_elr/sut/recipes/toxiproxy/kafka_hold.go``) holds back the requests of one API key,
 AlterPartition by default, on src's connections to dst and delivers them when
 healed, while every other request flows. A broker sends AlterPartition on a
 connection of its own, so its heartbeats keep it unfenced however long the

@@ -299,9 +299,11 @@ class Explorer:
         return self.seen
 
     def _model_states(self, actions: list[Action]) -> None:
+        """The states the oracle passes through, the finale's included (the cluster's are read from
+        its history, which has the finale's observations too)."""
         model = build_model(self.cluster, self.topic, self.oracle)
         lossy = False
-        for action in actions:
+        for action in actions + finale_actions(actions):
             try:
                 model.apply(action)
             except ModelError:

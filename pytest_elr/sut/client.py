@@ -114,16 +114,6 @@ class ClusterClient:
                 return p
         raise KafkaProtocolError(f"{topic} has no partition {partition}")
 
-    def describe_partition_cli(self, topic: str, via: int | None = None) -> str:
-        """The same via Kafka's own TopicCommand in a broker container (slow; cross-check)."""
-        b = via if via is not None else self.observers()[0]
-        spec = self.cluster.topology.node(b)
-        return self.cluster.node(b).exec(
-            "java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", "/opt/kafka/libs/*",
-            "-Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties",
-            "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
-            f"{spec.name}:{spec.peer_port}", "--describe", "--topic", topic)[1]
-
     def brokers(self, via: int | None = None) -> list[admin.BrokerInfo]:
         return self._ask(lambda port: admin.describe_cluster(HOST, port, 3.0), via)
 

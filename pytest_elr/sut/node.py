@@ -2,7 +2,7 @@
 
 The container's main process runs the node's Toxiproxy server and idles; the
 JVM is controlled with ``kafka-ctl`` through ``docker exec`` (see
-``images/kafka-node/kafka-ctl``), so it can be stopped, killed, paused and
+``pytest_elr/sut/recipes/kafka-node/kafka-ctl``), so it can be stopped, killed, paused and
 relaunched while the container, its network identity and its data dir stay.
 
 With ``lazyfs`` (a metadata mode of :mod:`pytest_elr.lazyfs`), the data dir is a

@@ -70,7 +70,7 @@ def docker_client() -> docker.DockerClient:
         client.ping()
     except docker.errors.DockerException as e:
         raise EngineNotRunningError(
-            f"no Docker engine answers ({e}).\nfix: run `bash images/setup-host.sh` as root "
+            f"no Docker engine answers ({e}).\nfix: run `elr images setup-host` as root "
             "(installs docker.io and starts dockerd), or start your engine / set DOCKER_HOST"
         ) from e
     return client

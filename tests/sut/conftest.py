@@ -1,7 +1,7 @@
 """Fixtures for the real-cluster tests of the system under test.
 
-These tests need a Docker engine and the images (``bash images/setup-host.sh``
-then ``python -m pytest_elr.sut.images build``); without them they FAIL with
+These tests need a Docker engine and the images (``elr images setup-host``
+then ``elr images build``); without them they FAIL with
 the error that names the fix - they never skip.
 
 One cluster per module (startup ~20-25 s on 2 cores); every test heals all
