@@ -16,7 +16,7 @@ from _pytest import junitxml  # the JUnit writer's stash key (no public accessor
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend, Session
-from pytest_elr.checker import CHECKERS, Checker
+from pytest_elr.checker import CHECKERS, Checker, Confirmation, inline_checker
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
@@ -34,6 +34,10 @@ HISTORY_DIR = pytest.StashKey[Path]()
 SESSIONS = pytest.StashKey[dict[str, Session | None]]()
 #: set when the settings ask for the Spark checker but pyspark is not installed
 SPARK_MISSING = pytest.StashKey[bool]()
+#: the Spark confirmation of this session's inline verdicts (the ``spark`` checker under pytest)
+CONFIRMATION = pytest.StashKey[Confirmation]()
+#: why the session's verdicts could not be confirmed (Spark would not start or read them)
+CONFIRMATION_FAILED = pytest.StashKey[str]()
 #: the key under which an xdist worker sends its runs to the controller
 WORKER_RESULTS = "pytest_elr_results"
 
@@ -67,12 +71,29 @@ def _check_options(config: pytest.Config) -> None:
         problem = _unwritable_dir(Path(history))
         if problem:
             raise pytest.UsageError(f"--elr-history-dir {history}: {problem}")
+    cluster = _spark_cluster()
+    if cluster and not history and setting(config, "checker") == "spark":
+        raise pytest.UsageError(
+            f"{cluster}: the Spark job reads the histories where it runs (on the executors, or on the Connect "
+            "server), not in this process's temporary directory; fix: --elr-history-dir on storage they share "
+            "(docs/spark.md)")
     report = setting(config, "report")
     if report:
         path = Path(report)
         problem = "is a directory, expected a file path" if path.is_dir() else _unwritable_dir(path.parent)
         if problem:
             raise pytest.UsageError(f"--elr-report {report}: {problem}")
+
+
+def _spark_cluster() -> str | None:
+    """The setting that sends the Spark job to a cluster (``NAME=value``), or None for local mode."""
+    from pytest_elr.checker.session import ENV_MASTER, ENV_REMOTE
+
+    for name in (ENV_REMOTE, ENV_MASTER):
+        value = os.environ.get(name)
+        if value and not value.startswith("local"):
+            return f"{name}={value}"
+    return None
 
 
 def _unwritable_dir(path: Path) -> str | None:
@@ -307,13 +328,50 @@ def _matrix(tr: Any, results: list[RunResult], releases: list[str]) -> None:
 
 
 def _checker(config: pytest.Config) -> Checker:
-    """The checker the settings name; the Spark one needs pyspark (the ``spark`` extra), and a
-    plain ``pip install pytest-elr`` falls back to the inline one, saying so in the summary."""
+    """The checker that judges each run as it ends. ``spark`` (the default) judges inline -- the same
+    checks in Python, milliseconds -- and the session ends with ONE Spark job over every run that
+    confirms each verdict (:func:`_confirm`); a Spark job per run cost ~3 s each. Without pyspark
+    (a plain ``pip install pytest-elr``) the inline checker judges alone, and the summary says so."""
     name = str(setting(config, "checker"))
     if name == "spark" and not _importable("pyspark"):
         config.stash[SPARK_MISSING] = True
         name = "inline"
+    if name == "spark":
+        if not hasattr(config, "workerinput"):  # under xdist the controller confirms: workers start no JVM
+            # the JVM starts while the runs go on; runs on a real cluster also leave time for a first job
+            _confirmation(config).warm_up(prime=_backend_class(config).name != "model")
+        return inline_checker
     return CHECKERS[name]
+
+
+def _confirming(config: pytest.Config) -> bool:
+    return setting(config, "checker") == "spark" and not config.stash.get(SPARK_MISSING, False)
+
+
+def _confirmation(config: pytest.Config) -> Confirmation:
+    return config.stash.setdefault(CONFIRMATION, Confirmation())
+
+
+def _confirm(session: pytest.Session) -> None:
+    """Every inline verdict of the session, confirmed by one Spark job (on the controller under xdist,
+    so workers start no JVM); Spark's verdict replaces the inline one in the table, the report and
+    ``verdict.json``. A run where they differ, or a Spark that cannot judge, fails the session."""
+    config = session.config
+    results = [r for r in config.stash.get(RESULTS, []) if r.verdict is not None and r.history_dir]
+    if hasattr(config, "workerinput") or not _confirming(config) or not results:
+        return
+    confirmation = _confirmation(config)
+    try:
+        confirmed = confirmation.run({r.history_dir: r.verdict for r in results if r.history_dir and r.verdict})
+    except Exception as exc:  # Java missing, a cluster unreachable: no verdict is confirmed
+        config.stash[CONFIRMATION_FAILED] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
+    for r in results:
+        if r.history_dir in confirmed:
+            r.verdict = confirmed[r.history_dir]
+    if confirmation.mismatches:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _importable(module: str) -> bool:
@@ -434,6 +492,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if shared is not None:
             shared.close()  # pooled real clusters live until the session ends
     session.config.stash[SESSIONS] = {}
+    _confirm(session)  # after the clusters are gone: the job has the cores to itself
     spark = sys.modules.get("pytest_elr.checker.session")
     if spark is not None:
         spark.stop_spark()
@@ -443,11 +502,38 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """xdist controller: scenarios are coming, so the JVM that confirms their verdicts starts now."""
+    if _confirming(node.config) and any(".elr.y" in i for i in ids):
+        _confirmation(node.config).warm_up(prime=_backend_class(node.config).name != "model")
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     """xdist: a worker is done; its runs join the controller's, for one table and one report."""
     output = getattr(node, "workeroutput", None) or {}
     node.config.stash.setdefault(RESULTS, []).extend(
         RunResult.from_dict(data) for data in output.get(WORKER_RESULTS, []))
+
+
+def _say_checker(tr: Any, config: pytest.Config, results: list[RunResult]) -> None:
+    """Who gave the verdicts above: the Spark job, or the inline checker, or (loudly) nobody agreed."""
+    checkers = sorted({r.verdict.checker for r in results if r.verdict})
+    tr.write_line(f"verdicts by the {', '.join(checkers) or 'no'} checker")
+    if config.stash.get(SPARK_MISSING, False):
+        tr.write_line("(pyspark is not installed, so the inline checker judged: "
+                      "pip install 'pytest-elr[spark]' for the Spark job)")
+    confirmation = config.stash.get(CONFIRMATION, None)
+    failed = config.stash.get(CONFIRMATION_FAILED, None)
+    if failed:
+        tr.write_line(f"VERDICTS NOT CONFIRMED: the Spark job could not judge the runs ({failed}); the verdicts "
+                      "above are the inline checker's", red=True, bold=True)
+    elif confirmation is not None and confirmation.runs:
+        start = "" if confirmation.start_s is None else f", JVM start {confirmation.start_s:.1f} s in the background"
+        tr.write_line(f"(each run judged inline as it ended; all {confirmation.runs} verdicts computed again by one "
+                      f"Spark job in {confirmation.seconds:.1f} s{start})")
+        for m in confirmation.mismatches:
+            tr.write_line(f"SPARK AND INLINE VERDICTS DIFFER: {m}", red=True, bold=True)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -470,11 +556,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
     if matrix:
         _matrix(tr, results, releases)
-    checkers = sorted({r.verdict.checker for r in results if r.verdict})
-    tr.write_line(f"verdicts by the {', '.join(checkers) or 'no'} checker")
-    if config.stash.get(SPARK_MISSING, False):
-        tr.write_line("(pyspark is not installed, so the inline checker judged: "
-                      "pip install 'pytest-elr[spark]' for the Spark job)")
+    _say_checker(tr, config, results)
     for r in results:
         others = {k: n for k, n in (r.verdict.anomalies if r.verdict else {}).items()
                   if n and k not in ("lost", "unseen")}

@@ -54,3 +54,19 @@ def test_a_saved_verdict_reads_back(tmp_path: Path) -> None:
     assert verdict.lost == [("v1", 1)] and verdict.examples() == "v1@1"
     (tmp_path / VERDICT_FILE).write_text("{broken")
     assert Verdict.load(tmp_path) is None
+
+
+def test_every_event_type_written_is_a_listed_type() -> None:
+    """Each ``<history>.record("<type>", ...)`` in the package names a type of EVENT_TYPES, so neither
+    the reader nor the checker calls a written event malformed (a ``declared_difference`` once was)."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "pytest_elr"
+    written: dict[str, str] = {}
+    for file in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "record"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                written[node.args[0].value] = f"{file.relative_to(root)}:{node.lineno}"
+    assert {"declared_difference", "disagreement", "produce", "consume"} <= set(written)
+    assert {t: where for t, where in written.items() if t not in EVENT_TYPES} == {}

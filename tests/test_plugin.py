@@ -62,6 +62,9 @@ def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester)
     page = (pytester.path / "report.html").read_text()
     assert page.count('<td class="checker"><span class="pill">spark</span>') == 3
     assert '<span class="pill">inline</span>' not in page
+    # the loss rate across runs: legacy lost in its one run, the others never
+    assert 'id="rates"' in page and page.count('<g class="rate"') == 3
+    assert "kip966-last-replica-standing [legacy] model: 1 of 1 runs lost records (100%" in page
 
 
 def test_profile_option_selects_one_profile(pytester: pytest.Pytester) -> None:
@@ -258,3 +261,40 @@ def test_without_pyspark_the_inline_checker_judges_and_says_so(pytester: pytest.
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["verdicts by the inline checker",
                                  "*pyspark is not installed*pip install 'pytest-elr[[]spark[]]'*"])
+
+
+def test_default_checker_judges_inline_and_one_spark_job_confirms(pytester: pytest.Pytester) -> None:
+    """Every run judged inline as it ends, every verdict computed again by one Spark job at the end of
+    the session; a history that no longer gives the verdict shown (here: a read appended after the run
+    was judged) fails the session, naming the run and the difference."""
+    shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
+    pytester.makeconftest('''
+import pathlib
+
+def pytest_runtest_teardown(item):
+    if "legacy" not in item.name:
+        return
+    for events in pathlib.Path("hist").glob("*legacy*/events.jsonl"):
+        with events.open("a") as f:
+            f.write('{"t": 99.0, "type": "consume", "step": null, "partition": 0, "offset": 7, '
+                    '"value": "late", "reader": "late"}\\n')
+''')
+    result = pytester.runpytest_subprocess("--elr-backend=model", "--elr-history-dir=hist", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)  # each test passed on its inline verdict ...
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # ... and the session fails on Spark's
+    result.stdout.fnmatch_lines([
+        "verdicts by the spark checker",
+        "(each run judged inline as it ended; all 3 verdicts computed again by one Spark job in * s*)",
+        "SPARK AND INLINE VERDICTS DIFFER: *hist/kip966-last-replica-standing-legacy-*: read: inline 0, spark 1*",
+    ])
+    assert "DIFFER" not in "".join(line for line in result.stdout.lines if "-kip966-" in line or "-kafka-" in line)
+    runs = sorted((pytester.path / "hist").iterdir())
+    assert all('"checker": "spark"' in (r / "verdict.json").read_text() for r in runs)
+
+
+def test_a_spark_cluster_needs_a_shared_history_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_ELR_SPARK_MASTER", "spark://127.0.0.1:7077")
+    result = pytester.runpytest("--elr-backend=model")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "PYTEST_ELR_SPARK_MASTER=spark://127.0.0.1:7077: the Spark job reads the histories" in result.stderr.str()
+    assert "fix: --elr-history-dir on storage they share" in result.stderr.str()

@@ -3,8 +3,10 @@
 Two checkers answer the same question. ``spark`` (the default under pytest) runs the PySpark job of
 :mod:`.job` on the run directory: lost, unseen, duplicate, inconsistent offsets, regressions
 (``python -m pytest_elr.checker RUN_DIR... [--rollup]`` is the same job from the command line, and
-rolls runs up). ``inline`` (:mod:`.inline`) reads the in-memory events in Python: only
-acknowledged-but-never-read. Either one, judging a history on disk, saves its verdict there
+rolls runs up). ``inline`` (:mod:`.inline`) reads the in-memory events in Python:
+the same checks in Python, for histories that fit in memory. Under pytest the ``spark`` setting
+judges each run inline as it ends and confirms every verdict with one Spark job over all runs at
+the end of the session (:mod:`.confirm`). Either one, judging a history on disk, saves its verdict there
 (``verdict.json``) so that a report built later shows what was judged.
 """
 
@@ -12,16 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pytest_elr.checker.confirm import SPARK_EXAMPLES, Confirmation, Mismatch
 from pytest_elr.checker.inline import check_history
 from pytest_elr.checker.verdict import Verdict
 from pytest_elr.core.history import History
 
-__all__ = ["CHECKERS", "Checker", "Verdict", "check_history", "inline_checker", "spark_checker"]
+__all__ = ["CHECKERS", "Checker", "Confirmation", "Mismatch", "Verdict", "check_history", "inline_checker",
+           "spark_checker"]
 
 Checker = Callable[[History], Verdict]
-#: examples the spark checker keeps per anomaly kind: every lost record of a scenario-sized run is
-#: named (the report marks each on its timeline), a soak-sized history stops there
-SPARK_EXAMPLES = 1000
 
 
 def inline_checker(history: History) -> Verdict:

@@ -145,15 +145,22 @@ def print_findings(findings: Sequence[Findings], out: TextIO, examples: int = 3)
                 print(f"    {json.dumps(e, separators=(', ', ': '))}", file=out)
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
 def print_rollup(rows: Sequence[RollupRow], out: TextIO) -> None:
-    headers = ["scenario", "backend", "kafka", "profile", "runs", "passes",
-               *SHORT.values(), "malformed", "<minISR s", "faults", "elections",
-               "to leader mean s", "max s"]  # fmt: skip
+    headers = ["scenario", "backend", "kafka", "profile", "runs", "passes", "loss rate (95% CI)",
+               *SHORT.values(), "malformed", "<minISR s", "no leader: n", "s", "max s", "lossy faults",
+               "records at stake", "faults", "elections", "to leader mean s", "max s"]  # fmt: skip
     body = [
         [str(r.scenario), str(r.backend), str(r.kafka_version), str(r.profile), str(r.runs),
-         str(r.passes), *(str(r.anomalies[k]) for k in SHORT), str(r.malformed),
-         _fmt(r.under_min_isr_s), str(r.faults), str(r.leader_changes),
-         _fmt(r.time_to_leader_mean_s), _fmt(r.time_to_leader_max_s)]
+         str(r.passes), f"{_pct(r.loss_rate)} ({_pct(r.loss_rate_low)}-{_pct(r.loss_rate_high)})",
+         *(str(r.anomalies[k]) for k in SHORT), str(r.malformed),
+         _fmt(r.under_min_isr_s), str(r.unavailable_windows), _fmt(r.unavailable_s), _fmt(r.unavailable_max_s),
+         str(r.lossy_faults),
+         f"{r.records_at_stake} (mean {_fmt(r.records_at_stake_mean)}, max {r.records_at_stake_max or 0})",
+         str(r.faults), str(r.leader_changes), _fmt(r.time_to_leader_mean_s), _fmt(r.time_to_leader_max_s)]
         for r in rows
     ]  # fmt: skip
     print(file=out)

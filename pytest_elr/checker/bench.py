@@ -11,6 +11,7 @@ Histories are kept under --dir and reused by later runs. Needs ``pip install duc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -99,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "pytest-elr-bench"))
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--standalone", action="store_true",
+                    help="run Spark on a standalone master with two 1-core workers started here (separate JVMs)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     args = ap.parse_args(argv)
     if args.sizes:
@@ -110,11 +113,25 @@ def main(argv: list[str] | None = None) -> int:
             n *= 10
         sizes.append(args.records)
 
+    with contextlib.ExitStack() as stack:
+        if args.standalone:
+            from pytest_elr.checker.cluster import LocalSparkCluster
+
+            cluster = stack.enter_context(LocalSparkCluster(workers=2, cores=1, worker_memory="4g"))
+            args.master = cluster.master_url
+            from pytest_elr.checker.session import stop_spark
+
+            stack.callback(stop_spark)  # the application ends before its cluster does
+        return _bench(args, sizes)
+
+
+def _bench(args: argparse.Namespace, sizes: list[int]) -> int:
     from pytest_elr.checker.job import check_run
     from pytest_elr.checker.session import SparkSettings, get_spark
 
     t0 = time.monotonic()
-    spark = get_spark(SparkSettings(master=args.master, driver_memory=args.driver_memory))
+    conf = (("spark.executor.memory", "3g"),) if args.standalone else ()
+    spark = get_spark(SparkSettings(master=args.master, driver_memory=args.driver_memory, conf=conf))
     start_s = time.monotonic() - t0
     os.makedirs(args.dir, exist_ok=True)
     warm = _ensure(args.dir, 1000, 1)

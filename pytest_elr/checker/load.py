@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from pyspark import StorageLevel
 from pyspark.sql import Window
@@ -63,6 +65,7 @@ EVENT_SCHEMA = T.StructType(
         T.StructField("offset", _L),
         T.StructField("error", _S),
         T.StructField("reader", _S),
+        T.StructField("after", _S),
         T.StructField(CORRUPT, _S),
     ]
 )
@@ -75,20 +78,20 @@ _FIELD_TYPES: dict[str, str] = {
     "last_known_elr": _LIST, "fenced": _LIST, "hwm": _INT, "leo": _OBJ, "broker": _INT,
     "leo_before": _INT, "leo_after": _INT, "records_lost": _INT, "bytes_lost": _INT,
     "op": _STR, "id": _INT, "value": _STR, "acks": _STR, "partition": _INT, "offset": _INT,
-    "error": _STR, "reader": _STR,
+    "error": _STR, "reader": _STR, "after": _STR,
 }  # fmt: skip
 
 
 # Event fields the analysis uses (the others are validated, then dropped).
 ANALYSED = ("t", "type", "action", "leader", "isr", "hwm", "op", "id", "value", "acks",
-            "partition", "offset", "reader")
+            "partition", "offset", "reader", "records_lost", "after")
 
 
 def _used() -> F.Column:
     """Events some check or the rollup reads; the rest (sends' invokes, failures, steps) is
     validated and counted for line numbers, but not cached: a third fewer rows to keep."""
     t = F.col("type")
-    return t.isin("consume", "observe", "fault", "hwm_read") | (
+    return t.isin("consume", "observe", "fault", "hwm_read", "loss_evidence") | (
         (t == "produce") & (F.col("op") == "ok")
     )
 
@@ -145,6 +148,26 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name if _is_uri(base) else os.path.join(base, name)
 
 
+def spark_path(path: str) -> str:
+    """What Spark is given for a run directory: a URI as is, a local path made absolute. A local
+    path is resolved where the files are read -- by the executors, or by a Spark Connect server --
+    so it must name the same directory there (docs/spark.md)."""
+    return path if _is_uri(path) else os.path.abspath(path)
+
+
+def path_key(path: str) -> str:
+    """One spelling for a directory or file, whether given (``/h/run``, ``hdfs://nn/h/run``) or as
+    Spark names what it read (``file:///h/run/events.jsonl``, percent-encoded): the path part,
+    decoded and normalised. Hosts and ports are dropped: Spark adds them to what it names."""
+    if _is_uri(path):
+        part = unquote(urlsplit(path).path)
+    elif path.startswith("file:"):  # Hadoop's short form, file:/h/run
+        part = unquote(path[len("file:"):])
+    else:
+        part = os.path.abspath(path)
+    return posixpath.normpath("/" + part.lstrip("/"))
+
+
 def is_run_dir(path: str) -> bool:
     return os.path.isfile(os.path.join(path, EVENTS_FILE)) or os.path.isfile(
         os.path.join(path, META_FILE)
@@ -174,15 +197,17 @@ def _malformed(file: str, line: int | None, error: str, text: str | None = None)
     return entry
 
 
-def _load_meta(spark: SparkSession, source: Source) -> list[dict[str, Any]]:
-    """Fill ``source.meta``; returns malformed entries (missing or broken meta.json)."""
-    if _is_uri(source.path):
-        rows = spark.read.text(source.meta_path, wholetext=True).collect()
-        text = rows[0][0] if rows else ""
-    elif os.path.isfile(source.meta_path):
-        with open(source.meta_path, encoding="utf-8") as f:
-            text = f.read()
-    else:
+def _read_files(spark: SparkSession, dirs: Sequence[str], name: str, **options: Any) -> DataFrame:
+    """The files called ``name`` directly in the directories ``dirs``, as Spark's text source reads
+    them (lines, or whole files with ``wholetext``). One listing and one scan for all runs: read as
+    one union per run, 10,000 runs made a plan Spark took minutes to analyse."""
+    return spark.read.option("pathGlobFilter", name).text(list(dirs), **options)
+
+
+def _load_meta(source: Source, text: str | None) -> list[dict[str, Any]]:
+    """Fill ``source.meta`` from the text of its meta.json (None: there is none); returns malformed
+    entries (missing or broken meta.json)."""
+    if text is None:
         return [_malformed(source.meta_path, None, "missing meta.json")]
     try:
         meta = json.loads(text)
@@ -250,44 +275,70 @@ def _reason() -> F.Column:
 def load_runs(
     spark: SparkSession, paths: Sequence[str], *, malformed_limit: int = 100
 ) -> Loaded:
-    """Read the run directories ``paths`` (each holding meta.json and events.jsonl)."""
+    """Read the run directories ``paths`` (each holding meta.json and events.jsonl).
+
+    Everything is read through Spark -- the client opens no file -- so a run directory only has
+    to be visible where Spark reads: on every executor, or on a Spark Connect server."""
     if not paths:
         raise HistoryError("no run directories given")
     sources = [Source(i, p) for i, p in enumerate(paths)]
-    malformed: dict[int, list[dict[str, Any]]] = {r.index: _load_meta(spark, r) for r in sources}
+    runs_of: dict[str, list[int]] = {}  # directory key -> indices of the runs naming it
     for r in sources:
-        if not _is_uri(r.path) and not os.path.isfile(r.events_path):
-            raise HistoryError(f"{r.events_path}: no such file (is {r.path} a run directory?)")
+        runs_of.setdefault(path_key(r.path), []).append(r.index)
+    dirs = list(dict.fromkeys(spark_path(r.path) for r in sources))  # each directory read once
+
+    def runs_for(file: str) -> list[int]:
+        return runs_of.get(posixpath.dirname(path_key(file)), [])
+
+    try:
+        events_text = _read_files(spark, dirs, EVENTS_FILE)
+        has_events = {i for f in events_text.inputFiles() for i in runs_for(f)}
+        meta_rows = (
+            _read_files(spark, dirs, META_FILE, wholetext=True)
+            .select(F.input_file_name().alias("file"), "value")
+            .collect()
+        )
+    except Exception as exc:  # AnalysisException (classic and Connect): a path that isn't there
+        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+            raise HistoryError(f"{exc}".splitlines()[0]) from None
+        raise
+    missing = [r for r in sources if r.index not in has_events]
+    if missing:
+        r = missing[0]
+        raise HistoryError(f"{r.events_path}: no such file (is {r.path} a run directory?)")
+    meta_text: dict[int, str] = {}
+    for row in meta_rows:
+        for i in runs_for(row["file"]):
+            meta_text[i] = row["value"]
+    malformed: dict[int, list[dict[str, Any]]] = {
+        r.index: _load_meta(r, meta_text.get(r.index)) for r in sources
+    }
 
     # Line numbers without a global sort: within one file split (block) rows keep file order
     # and consecutive monotonically_increasing_id values, so a line is the count of rows in
     # earlier blocks plus the position in its own block. The block counts come from the same
     # pass that parses and caches, so the text is read once.
-    raw = None
-    for r in sources:
-        part = spark.read.text(r.events_path).select(
-            F.lit(r.index).alias("run"),
-            F.input_file_block_start().alias("_block"),
-            F.monotonically_increasing_id().alias("_mid"),
-            F.col("value").alias("_text"),
-        )
-        raw = part if raw is None else raw.unionByName(part)
-    assert raw is not None
+    raw = events_text.select(
+        F.input_file_name().alias("_file"),
+        F.input_file_block_start().alias("_block"),
+        F.monotonically_increasing_id().alias("_mid"),
+        F.col("value").alias("_text"),
+    )
     parsed = (
         raw.select(
-            "run",
+            "_file",
             "_block",
             "_mid",
             "_text",
             F.from_json("_text", EVENT_SCHEMA, {"columnNameOfCorruptRecord": CORRUPT}).alias("e"),
         )
-        .select("run", "_block", "_mid", "_text", "e.*")
+        .select("_file", "_block", "_mid", "_text", "e.*")
         # Blank lines carry nothing and are no error: reason "" (kept for the line count).
         .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(_reason()))
         # Only what the checks and the rollup use is cached (nulls cost next to nothing);
         # raw text only where it explains an error.
         .select(
-            "run",
+            "_file",
             "_block",
             "_mid",
             *[F.when(F.col("_reason").isNull() & _used(), F.col(n)).alias(n) for n in ANALYSED],
@@ -297,25 +348,30 @@ def load_runs(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     blocks = (
-        parsed.groupBy("run", "_block")
+        parsed.groupBy("_file", "_block")
         .agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("_mid0"))
         .collect()
     )
-    bases: dict[tuple[int, int], tuple[int, int]] = {}  # (run, block) -> (first mid, lines before)
+    # (file, block) -> (first mid, lines before) and file -> lines
+    bases: dict[tuple[str, int], tuple[int, int]] = {}
+    file_lines: dict[str, int] = {}
+    for b in sorted(blocks, key=lambda b: (b["_file"], b["_block"])):
+        bases[(b["_file"], b["_block"])] = (b["_mid0"], file_lines.get(b["_file"], 0))
+        file_lines[b["_file"]] = file_lines.get(b["_file"], 0) + b["n"]
     lines: dict[int, int] = {r.index: 0 for r in sources}
-    for b in sorted(blocks, key=lambda b: (b["run"], b["_block"])):
-        bases[(b["run"], b["_block"])] = (b["_mid0"], lines[b["run"]])
-        lines[b["run"]] += b["n"]
+    for file, n in file_lines.items():
+        for i in runs_for(file):
+            lines[i] = n
 
-    def line_of(run: int, block: int, mid: int) -> int:
-        mid0, before = bases[(run, block)]
+    def line_of(file: str, block: int, mid: int) -> int:
+        mid0, before = bases[(file, block)]
         return before + mid - mid0 + 1
 
-    w = Window.partitionBy("run")
+    w = Window.partitionBy("_file")
     bad_rows = (
         parsed.filter(F.col("_reason") != "")
         .select(
-            "run",
+            "_file",
             "_block",
             "_mid",
             "_text",
@@ -328,24 +384,26 @@ def load_runs(
     )
     malformed_count = {r.index: len(malformed[r.index]) for r in sources}  # meta.json problems
     counted: set[int] = set()
-    for row in sorted(bad_rows, key=lambda r: (r["run"], r["_block"], r["_mid"])):
-        r = sources[row["run"]]
-        line = line_of(r.index, row["_block"], row["_mid"])
-        reason = explain(row["_text"], row["_reason"])
-        if line == lines[r.index] and reason.startswith("invalid JSON"):
-            reason += " (truncated last line?)"
-        malformed[r.index].append(_malformed(r.events_path, line, reason, row["_text"]))
-        if r.index not in counted:
-            counted.add(r.index)
-            malformed_count[r.index] += row["_n"]
+    for row in sorted(bad_rows, key=lambda r: (r["_file"], r["_block"], r["_mid"])):
+        line = line_of(row["_file"], row["_block"], row["_mid"])
+        for i in runs_for(row["_file"]):
+            r = sources[i]
+            reason = explain(row["_text"], row["_reason"])
+            if line == lines[r.index] and reason.startswith("invalid JSON"):
+                reason += " (truncated last line?)"
+            malformed[r.index].append(_malformed(r.events_path, line, reason, row["_text"]))
+            if r.index not in counted:
+                counted.add(r.index)
+                malformed_count[r.index] += row["_n"]
 
     base_df = spark.createDataFrame(
-        [(run, block, mid0, before) for (run, block), (mid0, before) in bases.items()],
-        "run int, _block long, _mid0 long, _before long",
-    )
+        [(file, block, run, mid0, before)
+         for (file, block), (mid0, before) in bases.items() for run in runs_for(file)],
+        "_file string, _block long, run int, _mid0 long, _before long",
+    )  # fmt: skip
     events = (
         parsed.filter(F.col("_reason").isNull() & F.col("type").isNotNull())
-        .join(F.broadcast(base_df), ["run", "_block"])
+        .join(F.broadcast(base_df), ["_file", "_block"])
         .select(
             "run",
             (F.col("_before") + F.col("_mid") - F.col("_mid0") + 1).alias("line"),

@@ -1,5 +1,7 @@
-"""Across runs: per scenario, backend, Kafka version and profile, how many runs passed, the
-anomalies by kind, time spent under min ISR and time to a new leader after a fault.
+"""Across runs: per scenario, backend, Kafka version and profile, how many runs passed, how
+often acknowledged records were lost (with a Wilson interval), the anomalies by kind, time spent
+under min ISR, unavailability windows (no leader), records at stake per lossy fault and time to a
+new leader after a fault.
 
 The per-run timings are computed by Spark from ``observe`` and ``fault`` events; the grouping
 of a few per-run rows is plain Python.
@@ -17,13 +19,13 @@ from pyspark.sql import functions as F
 from pytest_elr.checker.checks import CHECKS
 from pytest_elr.checker.job import DEFAULT_EXAMPLES, Findings, findings_from
 from pytest_elr.checker.load import Loaded, load_runs
+from pytest_elr.checker.rates import GroupKey, LossRate
 from pytest_elr.checker.session import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 c = F.col
-GroupKey = tuple[str | None, str | None, str | None, str | None]
 
 
 def under_min_isr(events: DataFrame, min_isr: DataFrame) -> DataFrame:
@@ -112,6 +114,45 @@ def time_to_leader(events: DataFrame) -> DataFrame:
     )
 
 
+def unavailability(events: DataFrame) -> DataFrame:
+    """Per run: windows without a leader (consecutive leaderless observations make one window; an
+    observation holds until the next one, the last one until the run's last event): how many, their
+    total and the longest, in seconds."""
+    end = events.groupBy("run").agg(F.max("t").alias("t_end"))
+    w = Window.partitionBy("run").orderBy("line")
+    obs = (
+        events.filter(c("type") == "observe")
+        .select("run", "line", "t", c("leader").isNull().alias("down"), F.lead("t").over(w).alias("t_next"))
+        .withColumn("prev_down", F.lag("down").over(w))
+        # a window starts at a leaderless observation after one with a leader (or the first)
+        .withColumn("start", (c("down") & ~F.coalesce(c("prev_down"), F.lit(False))).cast("int"))
+        .withColumn("window", F.sum("start").over(w))
+        .join(end, "run")
+        .filter(c("down"))
+        .groupBy("run", "window")
+        .agg(F.sum(F.coalesce("t_next", "t_end") - c("t")).alias("seconds"))
+    )
+    return obs.groupBy("run").agg(
+        F.count(F.lit(1)).alias("windows"),
+        F.sum("seconds").alias("unavailable_s"),
+        F.max("seconds").alias("longest_s"),
+    )
+
+
+def records_at_stake(events: DataFrame) -> DataFrame:
+    """Per run: lossy faults (a ``loss_evidence`` of a cut; not its restart, not a proof by presence)
+    and the records each took from its victim's log, summed and the largest."""
+    cuts = events.filter(
+        (c("type") == "loss_evidence") & c("records_lost").isNotNull()
+        & (F.coalesce(c("after"), F.lit("")) != "restart")
+    )  # fmt: skip
+    return cuts.groupBy("run").agg(
+        F.count(F.lit(1)).alias("lossy_faults"),
+        F.sum("records_lost").alias("records_at_stake"),
+        F.max("records_lost").alias("records_at_stake_max"),
+    )
+
+
 @dataclass
 class RollupRow:
     scenario: str | None
@@ -120,6 +161,11 @@ class RollupRow:
     profile: str | None
     runs: int = 0
     passes: int = 0
+    # runs that lost acknowledged acks=all records (lost or unseen), and the 95 % Wilson interval
+    runs_with_loss: int = 0
+    loss_rate: float = 0.0
+    loss_rate_low: float = 0.0
+    loss_rate_high: float = 1.0
     anomalies: dict[str, int] = field(default_factory=lambda: {k: 0 for k in CHECKS})
     runs_with: dict[str, int] = field(default_factory=lambda: {k: 0 for k in CHECKS})
     malformed: int = 0
@@ -128,6 +174,13 @@ class RollupRow:
     leader_changes: int = 0
     time_to_leader_mean_s: float | None = None
     time_to_leader_max_s: float | None = None
+    unavailable_windows: int = 0  # windows without a leader, over the runs
+    unavailable_s: float = 0.0
+    unavailable_max_s: float | None = None  # the longest window
+    lossy_faults: int = 0  # cuts that took records from their victim's log
+    records_at_stake: int = 0  # records those cuts took, summed
+    records_at_stake_mean: float | None = None  # per lossy fault
+    records_at_stake_max: int | None = None
     _ttl: list[float] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,6 +205,8 @@ def rollup_from(loaded: Loaded, findings: Sequence[Findings]) -> list[RollupRow]
     ttl: dict[int, list[float]] = {}
     for r in time_to_leader(ev).collect():
         ttl.setdefault(r["run"], []).append(r["seconds"])
+    down = {r["run"]: r for r in unavailability(ev).collect()}
+    stake = {r["run"]: r for r in records_at_stake(ev).collect()}
     faults = {
         r["run"]: r["n"]
         for r in ev.filter(c("type") == "fault").groupBy("run").agg(F.count(F.lit(1)).alias("n"))
@@ -172,7 +227,22 @@ def rollup_from(loaded: Loaded, findings: Sequence[Findings]) -> list[RollupRow]
             row.under_min_isr_s = (row.under_min_isr_s or 0.0) + under[source.index]
         row.faults += faults.get(source.index, 0)
         row._ttl.extend(ttl.get(source.index, []))
+        row.runs_with_loss += int(v.lost_count > 0)
+        if source.index in down:
+            d = down[source.index]
+            row.unavailable_windows += d["windows"]
+            row.unavailable_s += d["unavailable_s"] or 0.0
+            row.unavailable_max_s = max(row.unavailable_max_s or 0.0, d["longest_s"] or 0.0)
+        if source.index in stake:
+            k = stake[source.index]
+            row.lossy_faults += k["lossy_faults"]
+            row.records_at_stake += k["records_at_stake"] or 0
+            row.records_at_stake_max = max(row.records_at_stake_max or 0, k["records_at_stake_max"] or 0)
     for row in groups.values():
+        rate = LossRate((row.scenario, row.backend, row.kafka_version, row.profile), row.runs, row.runs_with_loss)
+        row.loss_rate, (row.loss_rate_low, row.loss_rate_high) = rate.rate, rate.interval
+        if row.lossy_faults:
+            row.records_at_stake_mean = row.records_at_stake / row.lossy_faults
         row.leader_changes = len(row._ttl)
         if row._ttl:
             row.time_to_leader_mean_s = sum(row._ttl) / len(row._ttl)

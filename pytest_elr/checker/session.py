@@ -22,6 +22,9 @@ ENV_MASTER = "PYTEST_ELR_SPARK_MASTER"
 ENV_REMOTE = "PYTEST_ELR_SPARK_REMOTE"
 ENV_DRIVER_MEMORY = "PYTEST_ELR_SPARK_DRIVER_MEMORY"
 ENV_SHUFFLE_PARTITIONS = "PYTEST_ELR_SPARK_SHUFFLE_PARTITIONS"
+ENV_JAVA_OPTIONS = "PYTEST_ELR_SPARK_JAVA_OPTIONS"
+#: any other Spark settings, ``key=value`` separated by spaces (e.g. ``spark.executor.memory=2g``)
+ENV_CONF = "PYTEST_ELR_SPARK_CONF"
 
 # log4j2 config for a JVM we launch ourselves: Spark's default prints INFO/WARN lines
 # (native-hadoop, stage bars) that bury the checker's own output.
@@ -54,6 +57,8 @@ class SparkSettings:
     # Extra driver JVM flags. Tests pass -XX:TieredStopAtLevel=1: the JIT's first tier only
     # halves the cold start on small histories (and slows big ones).
     java_options: str = ""
+    # Any other Spark settings, applied last.
+    conf: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SparkSettings:
@@ -61,6 +66,8 @@ class SparkSettings:
         default = cls()
         return cls(
             master=env.get(ENV_MASTER) or default.master,
+            java_options=env.get(ENV_JAVA_OPTIONS) or default.java_options,
+            conf=tuple((k, v) for k, _, v in (kv.partition("=") for kv in (env.get(ENV_CONF) or "").split())),
             remote=env.get(ENV_REMOTE) or None,
             driver_memory=env.get(ENV_DRIVER_MEMORY) or default.driver_memory,
             shuffle_partitions=int(env.get(ENV_SHUFFLE_PARTITIONS) or default.shuffle_partitions),
@@ -132,6 +139,15 @@ def _build(settings: SparkSettings) -> SparkSession:
         )
     builder = builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     builder = builder.config("spark.sql.session.timeZone", "UTC")
+    # A soak is thousands of run directories of kilobytes each. With the default cost of opening a
+    # file (4 MiB) Spark packs 32 of them into a partition, so 10,000 runs became ~300 partitions
+    # and every later stage over the cached events ~300 tasks; at 64 KiB they are a handful.
+    builder = builder.config("spark.sql.files.openCostInBytes", str(64 << 10))
+    # Beyond 32 paths Spark lists them with a job of one task per path (10,000 tasks for a soak,
+    # twice: events and meta); the driver lists a local or shared directory's runs far faster.
+    builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
+    for key, value in settings.conf:
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if not settings.remote:
         spark.sparkContext.setLogLevel(settings.log_level)

@@ -14,6 +14,7 @@ from html import escape
 from pytest_elr.checker.verdict import Verdict
 from pytest_elr.core.history import Run
 from pytest_elr.core.observation import fault_bit
+from pytest_elr.report.rollup import rates_section
 from pytest_elr.report.svg import COLOURS, render
 from pytest_elr.report.timeline import AxisMode, build_timeline
 
@@ -78,7 +79,7 @@ _LEGEND = [
     ("leader", "leader"), ("isr", "ISR"), ("elr", "ELR"), ("lkelr", "LastKnownELR"), ("out", "out of every set"),
 ]
 _HELP = {
-    "acked": "records acknowledged with acks=all", "read": "distinct values read",
+    "acked": "records acknowledged with acks=all", "read": "records read (consume events)",
     "lost": "acknowledged with acks=all and never read",
     "fault bit": "yes: a fault demonstrably took data from its victim; NO: a lossy fault took none; -: no lossy fault",
     "result": "the pytest outcome (a negative control passes when it loses what its scenario expects)",
@@ -95,7 +96,8 @@ NOT_JUDGED = "–"
 def page(runs: list[Run], verdicts: list[Verdict | None], axis: AxisMode = "auto") -> str:
     """The page of ``runs``, each with its checker's verdict (None: not judged)."""
     anchors = _anchors(runs)
-    body = [_summary(runs, verdicts), _matrix(runs, anchors), _table(runs, verdicts, anchors), _legend()]
+    body = [_summary(runs, verdicts), _matrix(runs, anchors), _table(runs, verdicts, anchors),
+            rates_section(runs, verdicts), _legend()]
     pairs = zip(runs, verdicts, strict=True)
     body += [_section(run, verdict, anchors[n], n, axis) for n, (run, verdict) in enumerate(pairs)]
     title = f"pytest-elr report — {len(runs)} run{'s' * (len(runs) != 1)}"

@@ -173,3 +173,17 @@ def test_a_checker_saves_its_verdict_beside_the_history(spark: Any, tmp_path: Pa
         verdict = checker(history)
         assert verdict.checker == name and verdict.lost_count == 1 and verdict.lost == [("v2", 2)]
         assert Verdict.load(history.directory) == verdict
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_the_inline_checker_gives_the_spark_verdict(findings: dict[str, Findings], case: str) -> None:
+    """The twin the session's confirmation relies on: on every history of these cases the inline checker
+    (Python) and the Spark job give the same verdict -- counts of every kind, records named, in order."""
+    from pytest_elr.checker import check_history
+    from pytest_elr.checker.confirm import differences
+
+    events = [e for e in _cases()[case].events if isinstance(e, dict)]
+    inline, spark = check_history(events), findings[case].verdict()
+    assert differences(inline, spark) == []
+    assert (inline.acked, inline.read, inline.lost_count, inline.lost, inline.anomalies) == (
+        spark.acked, spark.read, spark.lost_count, spark.lost, spark.anomalies)

@@ -20,6 +20,8 @@ def _faulty(lose: bool) -> SyntheticHistory:
     for i in range(3):
         h.send(i, i)
     h.at(9.9).fault("power_off", broker=1)  # t=10
+    h.add("loss_evidence", broker=1, leo_before=3, leo_after=1, records_lost=2, after="power_off")
+    h.add("loss_evidence", broker=1, leo_before=3, leo_after=1, records_lost=2, after="restart")  # the same cut
     h.at(10.4).observe(None, [2, 3], 3)  # 10.5
     h.at(11.9).observe(2, [2], 3)  # 12: new leader 2.0 s after the fault
     h.at(14.9).observe(2, [2, 3], 3)  # 15: ISR back to 2 after 3 s under min ISR 2
@@ -59,6 +61,16 @@ def test_rollup(spark: Any, runs: list[str]) -> None:
     assert (kafka.runs, kafka.passes) == (1, 1)
     assert kafka.faults == 0 and kafka.time_to_leader_mean_s is None
     assert kafka.under_min_isr_s == 0.0  # min ISR known, nothing observed under it
+    # one run of two lost records: 50 %, with the 95 % Wilson interval of 1 in 2
+    assert (model.runs_with_loss, model.loss_rate) == (1, 0.5)
+    assert (round(model.loss_rate_low, 4), round(model.loss_rate_high, 4)) == (0.0945, 0.9055)
+    assert (kafka.runs_with_loss, kafka.loss_rate_high) == (0, pytest.approx(0.7935, abs=1e-4))
+    # leaderless from 10.5 to 12 in each run: one window of 1.5 s per run
+    assert (model.unavailable_windows, model.unavailable_s, model.unavailable_max_s) == (2, pytest.approx(3.0),
+                                                                                         pytest.approx(1.5))
+    # each cut took 2 records (its restart's evidence is the same loss, not counted twice)
+    assert (model.lossy_faults, model.records_at_stake, model.records_at_stake_max) == (2, 4, 2)
+    assert model.records_at_stake_mean == 2.0 and kafka.lossy_faults == 0
 
 
 def test_cli(spark: Any, runs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
