@@ -16,32 +16,12 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from pytest_elr.sut.produce import crc32c  # one CRC-32C: the batches we write and those we read
+
 _HEAD = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta
 _RECORDS_AT = 61  # the records start after the fixed batch header
 _CONTROL = 0x20
 _COMPRESSION = 0x07
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        crc = n
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), the checksum of a record batch."""
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
