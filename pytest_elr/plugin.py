@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from _pytest import junitxml  # the JUnit writer's stash key (no public accessor)
+from packaging.version import Version
 
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
@@ -297,10 +298,6 @@ def _run_id(r: RunResult) -> str:
     return f"{r.profile}@{r.kafka_version}" if r.kafka_version else r.profile
 
 
-def _release_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split(".") if x.isdigit())
-
-
 def _result_word(r: RunResult) -> str:
     if r.known_failure:
         return "fails (known)" if not r.passed else "PASS (UNEXPECTED: known to fail)"
@@ -542,7 +539,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return  # an xdist worker hands its runs to the controller instead
     tr = terminalreporter
     tr.section("pytest-elr verdicts")
-    releases = sorted({r.kafka_version for r in results if r.kafka_version}, key=_release_key)
+    releases = sorted({r.kafka_version for r in results if r.kafka_version}, key=Version)
     matrix = len(releases) > 1
     header = (f"{'scenario':<40} {'profile':<8} {'backend':<7} " + (f"{'kafka':<7} " if matrix else "")
               + f"{'acked':>6} {'read':>6}  {'fault bit':<9} {'verdict':<18} result")

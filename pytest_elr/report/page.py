@@ -11,6 +11,8 @@ from collections import Counter
 from datetime import datetime, timezone
 from html import escape
 
+from packaging.version import Version
+
 from pytest_elr.checker.verdict import Verdict
 from pytest_elr.core.history import Run
 from pytest_elr.core.observation import fault_bit
@@ -157,7 +159,7 @@ def _matrix(runs: list[Run], anchors: list[str]) -> str:
     """Scenario x Kafka release, when runs cover several releases: what each release did, a known
     failure (the scenario declares the release's bug) told apart from a new one."""
     releases = sorted({str(r.meta["kafka_version"]) for r in runs if r.meta.get("kafka_version")},
-                      key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+                      key=Version)
     if len(releases) < 2:
         return ""
     cells: dict[tuple[str, str], dict[str, str]] = {}
