@@ -281,7 +281,9 @@ class KafkaBackend(Backend):
         if action.enabled:
             answers = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, 0)])
             for error in answers.result(timeout=PRODUCE_TIMEOUT_S).values():
-                code = error.args[0].code() if error is not None else None
+                # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
+                kafka_error = error.args[0] if isinstance(error, Exception) else error
+                code = kafka_error.code() if kafka_error is not None else None
                 if code not in (None, KafkaError.ELECTION_NOT_NEEDED, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE):
                     raise BackendError(f"unclean election of {self.topic}-0 refused: {error}")
         return None
