@@ -78,6 +78,7 @@ class ModelCluster:
     heartbeats_held: set[int] = field(default_factory=set)
     pending_alter: AlterPartition | None = None
     rejected_alter: AlterPartition | None = None
+    rejected_view: tuple[frozenset[int], tuple[int, ...]] | None = None  # ``_brokers_view`` at the refusal
     protocol_errors: list[str] = field(default_factory=list)
     #: order in which brokers became unreachable: the controller fences them in that order
     down_order: list[int] = field(default_factory=list)
@@ -539,7 +540,7 @@ class ModelCluster:
                 error = controller.alter_partition(part, req, ctx)
                 if error is not None:
                     self.protocol_errors.append(error)
-                    self.rejected_alter = req
+                    self.rejected_alter, self.rejected_view = req, self._brokers_view()
                 else:
                     joined = {b for b, _ in req.new_isr if b not in before}
                     self.unclean_restarted -= joined  # caught up: the leader let it in
@@ -616,9 +617,12 @@ class ModelCluster:
             and self.brokers[f].registered and self._round_trip(f, leader)
         }
         shrunk = [b for b in part.isr if b == leader or b in can_fetch]
+        # KIP-841: the leader adds only followers its metadata shows unfenced (Kafka's
+        # isReplicaIsrEligible); a fenced one that fetches waits outside (measured on 4.0.2 by
+        # elr explore: a broker whose heartbeats were held caught up and stayed out).
         caught_up = [
             f for f in sorted(can_fetch)
-            if f not in part.isr and self.follower_leo.get(f, 0) >= lead.hwm
+            if f not in part.isr and f not in self.fenced and self.follower_leo.get(f, 0) >= lead.hwm
             and self.follower_leo.get(f, 0) >= lead.leo
         ]
         if shrunk != part.isr:
@@ -637,9 +641,15 @@ class ModelCluster:
                 (b, self.follower_fetch_epoch.get(b, self.brokers[b].epoch)) for b in proposed
             ),
         )
-        if req == self.rejected_alter:
+        if req == self.rejected_alter and self._brokers_view() == self.rejected_view:
             return  # the same request was refused; wait until something changes
         self.pending_alter = req
+
+    def _brokers_view(self) -> tuple[frozenset[int], tuple[int, ...]]:
+        """What the controller checks an AlterPartition's members against: who is fenced, and
+        their broker epochs. Kafka's leader retries a refused ISR expansion on later fetches, so
+        once this changes (the member unfenced, say) the same request may be accepted."""
+        return frozenset(self.fenced), tuple(self.brokers[b].epoch for b in self.brokers_ids)
 
     def _extend_committed(self, lead: Replica) -> None:
         n = len(self.committed)
