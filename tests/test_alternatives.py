@@ -115,3 +115,14 @@ def test_a_state_no_order_gives_differs_from_the_canonical_state(tmp_path: Path)
     result = run_scenario(load_scenario(path), EveryoneOutOfElr(), "kafka", tmp_path)
     assert not result.passed
     assert result.disagreements[0]["field"] == "elr" and result.disagreements[0]["model"] == [1, 2]
+
+
+def test_a_written_scenario_expects_only_what_every_order_agrees_on() -> None:
+    from pytest_elr.core.specs import ClusterSpec, TopicSpec
+    from pytest_elr.schedule.explore import model_trace
+
+    trace = model_trace([Produce(count=2), LEADER_SLOW, Crash(broker=0)], ClusterSpec(brokers=BROKERS),
+                        TopicSpec(name="t", replicas=BROKERS, min_insync_replicas=2), get_profile("kafka"))
+    assert trace is not None
+    assert trace[0]["elr"] == [] and trace[1]["isr"] == [0] and "elr" not in trace[1]
+    assert "leader" not in trace[2] and trace[2]["isr"] == [1, 2] and trace[2]["fenced"] == [0]

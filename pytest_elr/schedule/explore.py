@@ -46,6 +46,7 @@ from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import Run
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model import build_model
+from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelError
 from pytest_elr.model.mutants import MUTANTS
 from pytest_elr.model.profiles import PROFILE_NAMES, Profile, get_profile
@@ -179,16 +180,24 @@ def finale_actions(actions: list[Action]) -> list[Action]:
 
 def model_trace(actions: list[Action], cluster: ClusterSpec, topic: TopicSpec,
                 oracle: Profile) -> list[dict[str, Any]] | None:
-    """The model's state after each action, as a step's expectations; None: the model refuses one."""
-    model = build_model(cluster, topic, oracle)
+    """The model's state after each action, as a step's expectations: the fields on which every
+    state the model allows there agrees (where timing decides, e.g. which of two lagging followers
+    left the ISR first, the field is left to the executor's hold on the set); None: the model
+    refuses one."""
+    states = Alternatives([build_model(cluster, topic, oracle)])
     out = []
     for action in actions:
         try:
-            model.apply(action)
+            states.apply(action)
         except ModelError:
             return None
-        out.append(expectation_of(model.observe()))
+        each = [expectation_of(state.observe()) for state in states.states]
+        out.append({k: v for k, v in each[0].items() if all(_same(e[k], v) for e in each)})
     return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    return sorted(a) == sorted(b) if isinstance(a, list) and isinstance(b, list) else a == b
 
 
 def write_scenario(path: Path, name: str, description: str, actions: list[Action], cluster: ClusterSpec,
