@@ -18,13 +18,22 @@ from pathlib import Path
 import pytest
 from fake_backend import Fake
 
+from pytest_elr.core.observation import Observation
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.mutants import MUTANTS
 from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.schedule.coverage import state_of, states_of_events
-from pytest_elr.schedule.explore import Explorer, schedules, write_scenario
+from pytest_elr.schedule.explore import (
+    LIVENESS_NO_LEADER,
+    Exploration,
+    Explorer,
+    classify,
+    schedules,
+    signature,
+    write_scenario,
+)
 from pytest_elr.schedule.shrink import shrink
 
 CLUSTER = ClusterSpec(brokers=(0, 1, 2))
@@ -115,3 +124,54 @@ def test_bad_options_are_usage_errors(args: list[str], says: str, tmp_path: Path
     done = subprocess.run([sys.executable, "-m", "pytest_elr", "explore", *args, "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+
+
+class NoLeaderAfterFailover(Fake):
+    """Never elects a new leader once the first one is fenced (a liveness failure)."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, leader=None) if obs.fenced and obs.leader != 0 else obs
+
+
+class LeaderWhereNoneIsAllowed(Fake):
+    """Reports the last leader as leader while every replica is fenced (a safety difference)."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, leader=0) if obs.leader is None else obs
+
+
+FAILOVER = """
+name: failover
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {name: t, replicas: [0, 1, 2], min_insync_replicas: 2}
+steps:
+  - at: setup
+    do: [{produce: {count: 2, acks: all}}]
+  - at: leader-crash
+    do: [{crash: 0}]
+  - at: all-crash
+    do: [{crash: 1}, {crash: 2}]
+verdict: {acked_loss: none}
+"""
+
+
+def test_no_leader_where_the_model_has_one_is_a_liveness_finding(tmp_path: Path) -> None:
+    path = tmp_path / "failover.elr.yaml"
+    path.write_text(FAILOVER)
+    scenario = load_scenario(path)
+    stuck = run_scenario(scenario, NoLeaderAfterFailover(), "kafka", tmp_path)
+    assert classify(stuck, "failed") == "finding" and signature(stuck) == LIVENESS_NO_LEADER
+    # a leader where the model has none is a safety difference, not liveness
+    wrong = run_scenario(scenario, LeaderWhereNoneIsAllowed(), "kafka", tmp_path)
+    assert signature(wrong) == "differs:leader"
+    assert run_scenario(scenario, Fake(), "kafka", tmp_path).passed
+
+
+def test_the_summary_counts_findings_by_class() -> None:
+    seen = Exploration()
+    seen.counts["finding"] = 3
+    seen.signatures = {LIVENESS_NO_LEADER: 2, "differs:elr": 1}
+    assert seen.summary()["finding_signatures"] == {"differs:elr": 1, "liveness:no-leader": 2}

@@ -12,8 +12,9 @@ the invariants on the cluster's observations, acknowledged records by presence. 
 
 * ``agrees``: nothing differs;
 * ``documented``: it differs only where the profile or the step declares it (with the reason);
-* ``finding``: an undeclared difference, an invariant broken, or acknowledged records lost where the
-  profile promises none -- replayed ``--confirm`` times on a fresh cluster (a finding no replay
+* ``finding``: an undeclared difference (``liveness:no-leader`` when the model has a leader and the
+  cluster still has none once the settle timeout ran out), an invariant broken, or acknowledged
+  records lost where the profile promises none -- replayed ``--confirm`` times on a fresh cluster (a finding no replay
   reproduces is reported as flaky, with its evidence), then shrunk by replay (delta debugging) and
   written under ``<out>/findings/`` as a ``*.elr.yaml`` expecting the model's state at every step;
 * ``harness error``: the backend broke (never counted as a finding).
@@ -99,6 +100,8 @@ class Exploration:
     model_states: set[State] = field(default_factory=set)
     cluster_states: set[State] = field(default_factory=set)
     kinds: set[str] = field(default_factory=set)
+    #: every finding run by signature (``findings`` keeps the first of each)
+    signatures: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         hours = max(time.monotonic() - self.started, 1e-9) / 3600
@@ -109,6 +112,7 @@ class Exploration:
             "states_model": len(self.model_states), "states_cluster": len(self.cluster_states),
             "states_only_on_model": sorted(describe(s) for s in self.model_states - self.cluster_states),
             "states_only_on_cluster": sorted(describe(s) for s in self.cluster_states - self.model_states),
+            "finding_signatures": dict(sorted(self.signatures.items())),
             "findings": [f.as_dict() for f in self.findings.values()],
         }
 
@@ -121,10 +125,20 @@ def classify(result: RunResult, outcome: str) -> str:
     return "documented" if result.declared else "agrees"
 
 
+#: the model has a leader once it settled (every timeout of the protocol fired: the broker session
+#: timeout, the replica lag time, the controller's election) and the cluster still has none when
+#: the settle timeout ran out (on Kafka 30 s + 2 session timeouts: 36 s where the protocol needs
+#: about 3 s): no leader for longer than the protocol allows
+LIVENESS_NO_LEADER = "liveness:no-leader"
+
+
 def signature(result: RunResult) -> str:
-    """What kind of difference a failed run shows: the same finding twice has the same signature."""
+    """What kind of difference a failed run shows: the same finding twice has the same signature.
+    The first difference decides (a later one is often its consequence)."""
     if result.disagreements:
         d = result.disagreements[0]
+        if d["field"] == "leader" and d["model"] is not None and d["observed"] is None:
+            return LIVENESS_NO_LEADER
         return f"differs:{d['field']}"
     for v in result.violations:
         m = re.search(r"invariant (\w+)", v)
@@ -296,6 +310,7 @@ class Explorer:
                 line = f"{name} ({len(actions)} actions): {kind}"
                 if kind == "finding":
                     sig = signature(result)
+                    self.seen.signatures[sig] = self.seen.signatures.get(sig, 0) + 1
                     line += f" [{sig}]"
                     self.say(line)
                     if sig not in self.seen.findings:
@@ -431,6 +446,8 @@ def _print(summary: dict[str, Any]) -> None:
           f"{summary['harness error']} harness errors")
     print(f"states reached: {summary['states_model']} on the model, {summary['states_cluster']} on the cluster; "
           f"action kinds drawn: {', '.join(summary['action_kinds'])}")
+    if summary["finding_signatures"]:
+        print("findings by class: " + ", ".join(f"{sig} {n}" for sig, n in summary["finding_signatures"].items()))
     for f in summary["findings"]:
         print(f"finding {f['signature']}: confirmed {f['confirmed']}{' FLAKY' if f['flaky'] else ''}, "
               f"shrunk to {f['shrunk_actions']} actions: {f['shrunk']}")
