@@ -76,6 +76,9 @@ class Finding:
     shrunk_path: Path | None = None
     shrunk_actions: list[Action] = field(default_factory=list)
     shrink_replays: int = 0
+    #: seconds spent confirming, and shrinking and writing (the time from finding to shrunk YAML)
+    confirm_s: float = 0.0
+    shrink_s: float = 0.0
 
     @property
     def flaky(self) -> bool:
@@ -86,6 +89,7 @@ class Finding:
                 "confirmed": f"{self.confirmed}/{self.replays}", "flaky": self.flaky,
                 "shrunk": str(self.shrunk_path) if self.shrunk_path else None,
                 "shrunk_actions": len(self.shrunk_actions), "shrink_replays": self.shrink_replays,
+                "confirm_s": round(self.confirm_s, 1), "shrink_s": round(self.shrink_s, 1),
                 "message": self.first.message.splitlines()[:12], "history": str(self.first.history_dir)}
 
 
@@ -339,11 +343,13 @@ class Explorer:
         """Confirm on fresh clusters, then shrink by replay, then write the minimal scenario."""
         found = Finding(sig, result, Path(scenario.path), actions)
         where = self.out / "findings" / re.sub(r"[^A-Za-z0-9._-]+", "-", sig)
+        started = time.monotonic()
         for _ in range(self.confirm):
             again, outcome = self.fresh_run(scenario, where / "confirm")
             found.replays += 1
             found.confirmed += classify(again, outcome) == "finding" and signature(again) == sig
-        self.say(f"  confirmed {found.confirmed}/{found.replays} on fresh clusters")
+        found.confirm_s = time.monotonic() - started
+        self.say(f"  confirmed {found.confirmed}/{found.replays} on fresh clusters ({found.confirm_s:.0f} s)")
         if found.replays and not found.confirmed:
             self.say("  FLAKY: no replay reproduced it (kept, with its history)")
             return found
@@ -369,7 +375,9 @@ class Explorer:
                                  shrunk.items + finale_actions(shrunk.items), self.cluster, self.topic, self.profile,
                                  self.oracle, expect=True, model_must_pass=False)
         found.shrunk_path = final if written is not None else None
-        self.say(f"  shrunk {len(actions)} -> {len(shrunk.items)} actions ({shrunk.replays} replays): {final}")
+        found.shrink_s = time.monotonic() - started - found.confirm_s
+        self.say(f"  shrunk {len(actions)} -> {len(shrunk.items)} actions ({shrunk.replays} replays, "
+                 f"{found.shrink_s:.0f} s): {final}")
         return found
 
 
