@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from fake_backend import Fake
 
-from pytest_elr.core.observation import Observation
+from pytest_elr.actions import Action
+from pytest_elr.core.observation import Observation, Result
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.mutants import MUTANTS
 from pytest_elr.model.profiles import get_profile
@@ -175,3 +176,25 @@ def test_the_summary_counts_findings_by_class() -> None:
     seen.counts["finding"] = 3
     seen.signatures = {LIVENESS_NO_LEADER: 2, "differs:elr": 1}
     assert seen.summary()["finding_signatures"] == {"differs:elr": 1, "liveness:no-leader": 2}
+
+
+class BrokenOnFlush(Fake):
+    """A harness bug: the backend raises something other than a BackendError on every flush."""
+
+    def apply(self, action: Action) -> Result:
+        if action.kind == "flush":
+            raise AttributeError("'KafkaError' object has no attribute 'args'")
+        return super().apply(action)
+
+
+def test_a_harness_bug_is_a_harness_error_and_the_exploration_goes_on(tmp_path: Path) -> None:
+    lines: list[str] = []
+    ex = Explorer(BrokenOnFlush, None, "kafka", get_profile("kafka"), tmp_path, CLUSTER, TOPIC, confirm=1,
+                  shrink_replays=0, say=lines.append)
+    flushing = [a for a in itertools.islice(schedules(ex.oracle, 0, 8, None), 60) if any(x.kind == "flush" for x in a)]
+    plain = [a for a in itertools.islice(schedules(ex.oracle, 0, 8, None), 60) if all(x.kind != "flush" for x in a)]
+    assert flushing and plain
+    seen = ex.explore(iter(flushing[:2] + plain[:3]), time.monotonic() + 120)
+    assert seen.counts["harness error"] == 2 and seen.counts["agrees"] + seen.counts["documented"] == 3, lines
+    assert seen.counts["finding"] == 0
+    assert any("harness failed: AttributeError" in line for line in lines)
