@@ -72,7 +72,9 @@ def test_a_planted_defect_is_found_confirmed_and_shrunk(tmp_path: Path) -> None:
 def test_a_correct_oracle_finds_nothing(tmp_path: Path) -> None:
     lines: list[str] = []
     ex = explorer(tmp_path, None, lines)
-    seen = ex.explore(itertools.islice(schedules(ex.oracle, 0, 8, None), 30), time.monotonic() + 120)
+    # 40 drawn for >= 20 run: which schedules Hypothesis draws for a seed varies with the pytest
+    # session (18 of 30 passed the model's own filter in one), so the margin is wide
+    seen = ex.explore(itertools.islice(schedules(ex.oracle, 0, 8, None), 40), time.monotonic() + 120)
     assert seen.counts["finding"] == 0 and seen.counts["agrees"] + seen.counts["documented"] >= 20, lines
     summary = seen.summary()
     assert summary["states_model"] >= 5 and summary["states_only_on_cluster"] == []
@@ -194,7 +196,8 @@ def test_a_harness_bug_is_a_harness_error_and_the_exploration_goes_on(tmp_path: 
     flushing = [a for a in itertools.islice(schedules(ex.oracle, 0, 8, None), 60) if any(x.kind == "flush" for x in a)]
     plain = [a for a in itertools.islice(schedules(ex.oracle, 0, 8, None), 60) if all(x.kind != "flush" for x in a)]
     assert flushing and plain
-    seen = ex.explore(iter(flushing[:2] + plain[:3]), time.monotonic() + 120)
-    assert seen.counts["harness error"] == 2 and seen.counts["agrees"] + seen.counts["documented"] == 3, lines
-    assert seen.counts["finding"] == 0
-    assert any("harness failed: AttributeError" in line for line in lines)
+    seen = ex.explore(iter(flushing[:3] + plain[:3]), time.monotonic() + 120)
+    errors = [line for line in lines if "harness failed: AttributeError" in line]
+    # every flushing schedule the model passes is a harness error; the ones after it still run
+    assert errors and seen.counts["harness error"] == len(errors) and seen.counts["finding"] == 0, lines
+    assert lines[-1].endswith(("agrees", "documented")), lines  # the exploration went on past them
