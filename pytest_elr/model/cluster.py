@@ -544,6 +544,12 @@ class ModelCluster:
             # is unfenced on a heartbeat that shows it caught up, so a held heartbeat keeps it out.
             if b in self.fenced and b not in self.heartbeats_held:
                 self.fenced.discard(b)
+                if self.rejected_alter is not None and b in self.rejected_alter.isr:
+                    # KIP-903: the leader reverts a change refused with INELIGIBLE_REPLICA and asks
+                    # again on a later fetch, once its metadata shows the follower eligible. Found by
+                    # elr explore on 4.1.0: a follower fetching while its heartbeats were held stayed
+                    # out of the ISR for good in the model once healed; Kafka let it back in.
+                    self.rejected_alter = None
                 if b in self.down_order:
                     self.down_order.remove(b)
                 controller.unfence(part, ctx)
