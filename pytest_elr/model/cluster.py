@@ -570,10 +570,14 @@ class ModelCluster:
                     self.unclean_restarted -= joined  # caught up: the leader let it in
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
-        # 4. Metadata reaches the brokers that can hear the controller.
+        # 4. Metadata reaches the brokers that fetch it: a KRaft broker pulls the metadata log from
+        # the controller (a Fetch request and its answer), so a cut either way stops it (elr explore
+        # on 4.1.0: a broker cut *towards* the controller still followed the new leader in the model,
+        # while on Kafka it kept its old metadata and fetched nothing). Held heartbeats and held
+        # AlterPartition requests let it flow.
         for b in self.brokers_ids:
             broker = self.brokers[b]
-            if self._reachable(CONTROLLER, b):
+            if self._round_trip(b, CONTROLLER, allow_slow=True):
                 broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
         if len(part.isr) >= self.eff_min_isr:
             self.frozen_min_isr = self.eff_min_isr
