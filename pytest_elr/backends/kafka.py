@@ -24,7 +24,7 @@ import time
 from functools import singledispatchmethod
 from typing import Any, ClassVar, cast
 
-from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from pytest_elr.actions import (
@@ -281,7 +281,9 @@ class KafkaBackend(Backend):
         if action.enabled:
             answers = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, 0)])
             for error in answers.result(timeout=PRODUCE_TIMEOUT_S).values():
-                code = _error_code(error)
+                # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
+                kafka_error = error.args[0] if isinstance(error, Exception) else error
+                code = kafka_error.code() if kafka_error is not None else None
                 if code not in (None, KafkaError.ELECTION_NOT_NEEDED, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE):
                     raise BackendError(f"unclean election of {self.topic}-0 refused: {error}")
         return None
@@ -491,12 +493,3 @@ class KafkaBackend(Backend):
 
 def _ref(node: Node) -> int | str:
     return "controller" if node == CONTROLLER else int(node)
-
-
-def _error_code(error: object) -> int | None:
-    """The code of an ElectLeaders answer: documented as a KafkaException, given (confluent-kafka
-    2.16) as the KafkaError itself -- taken for the other, it ended a 4.4.0 exploration."""
-    if error is None:
-        return None
-    err = error.args[0] if isinstance(error, KafkaException) else error
-    return int(err.code()) if isinstance(err, KafkaError) else -1  # unknown: refused, with its text

@@ -31,6 +31,7 @@ import json
 import re
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -270,16 +271,8 @@ class Explorer:
         return f" with the planted defect {self.mutant} (elr explore --mutant)" if self.mutant else ""
 
     def run(self, scenario: Scenario, session: Any, where: Path) -> tuple[RunResult, str]:
-        """One run; any exception but an interrupt is the harness failing (a BackendError): never a
-        finding, and never the end of the exploration (an AttributeError in the kafka backend's
-        unclean election ended the first 4.4.0 hour after 27 minutes, without its summary)."""
-        try:
-            result = run_scenario(scenario, self.backend(session=session, version=self.version), self.profile,
-                                  where, oracle=self.oracle)
-        except BackendError:
-            raise
-        except Exception as exc:
-            raise BackendError(f"the harness failed: {type(exc).__name__}: {exc}") from exc
+        result = run_scenario(scenario, self.backend(session=session, version=self.version), self.profile, where,
+                              oracle=self.oracle)
         outcome = Run.read(result.history_dir).outcome if result.history_dir else "error"
         return result, outcome
 
@@ -313,6 +306,13 @@ class Explorer:
                 except BackendError as exc:
                     self.seen.counts["harness error"] += 1
                     self.say(f"{name}: harness error: {exc}")
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a bug of the harness must not end a long exploration
+                    self.seen.counts["harness error"] += 1
+                    trace = self.out / "runs" / f"{name}.traceback.txt"
+                    trace.write_text(traceback.format_exc())
+                    self.say(f"{name}: harness error (a bug of pytest-elr, traceback in {trace}): "
+                             f"{type(exc).__name__}: {exc}")
                     continue
                 kind = classify(result, outcome)
                 self.seen.counts[kind] += 1
@@ -356,8 +356,8 @@ class Explorer:
             found.replays += 1
             try:
                 again, outcome = self.fresh_run(scenario, where / "confirm")
-            except BackendError as exc:
-                self.say(f"  replay {found.replays}: harness error: {exc}")
+            except Exception as exc:  # noqa: BLE001 - a harness failure or bug: not a reproduction
+                self.say(f"  replay {found.replays}: harness error: {type(exc).__name__}: {exc}")
                 continue
             found.confirmed += classify(again, outcome) == "finding" and signature(again) == sig
         found.confirm_s = time.monotonic() - started
@@ -376,8 +376,8 @@ class Explorer:
                 return None
             try:
                 again, outcome = self.fresh_run(cand, where / "shrink")
-            except BackendError as exc:
-                self.say(f"  shrink candidate {counter[0]}: harness error: {exc}")
+            except Exception as exc:  # noqa: BLE001 - a harness failure or bug: not the same finding
+                self.say(f"  shrink candidate {counter[0]}: harness error: {type(exc).__name__}: {exc}")
                 return False
             return classify(again, outcome) == "finding" and signature(again) == sig
 

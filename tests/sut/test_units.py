@@ -284,13 +284,3 @@ def test_a_fault_repeated_on_a_faulty_link_leaves_its_toxic_alone(monkeypatch: p
     network.slow(0, 1, 5000)
     assert calls[-2:] == [("add", "to-b1", "slow-upstream"), ("add", "to-b0", "slow-downstream")]
 
-
-def test_an_election_answer_is_read_as_an_error_or_its_exception() -> None:
-    from confluent_kafka import KafkaError, KafkaException
-
-    from pytest_elr.backends.kafka import _error_code
-
-    not_needed = KafkaError(KafkaError.ELECTION_NOT_NEEDED)
-    assert _error_code(None) is None
-    assert _error_code(not_needed) == _error_code(KafkaException(not_needed)) == KafkaError.ELECTION_NOT_NEEDED
-    assert _error_code("something else") == -1
