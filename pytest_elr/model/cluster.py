@@ -570,11 +570,10 @@ class ModelCluster:
                     self.unclean_restarted -= joined  # caught up: the leader let it in
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
-        # 4. Metadata reaches the brokers that fetch it: a KRaft broker pulls the metadata log from
-        # the controller (a Fetch request and its answer), so a cut either way stops it (elr explore
-        # on 4.1.0: a broker cut *towards* the controller still followed the new leader in the model,
-        # while on Kafka it kept its old metadata and fetched nothing). Held heartbeats and held
-        # AlterPartition requests let it flow.
+        # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
+        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
+        # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
+        # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
         for b in self.brokers_ids:
             broker = self.brokers[b]
             if self._round_trip(b, CONTROLLER, allow_slow=True):
