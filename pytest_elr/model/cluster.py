@@ -80,6 +80,7 @@ class ModelCluster:
     heartbeats_held: set[int] = field(default_factory=set)
     pending_alter: AlterPartition | None = None
     rejected_alter: AlterPartition | None = None
+    rejected_view: tuple[frozenset[int], tuple[int, ...]] | None = None  # ``_brokers_view`` at the refusal
     protocol_errors: list[str] = field(default_factory=list)
     #: order in which brokers became unreachable: the controller fences them in that order
     down_order: list[int] = field(default_factory=list)
@@ -288,6 +289,12 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Shutdown) -> Result:
+        if self._running(action.broker).paused:
+            # A stopped JVM cannot handle SIGTERM: it is resumed first, and its overdue heartbeat
+            # goes out before the controlled shutdown starts (found by elr explore on Kafka 4.4.0,
+            # confirmed 2/2: an ELR member paused, then shut down, was unfenced and elected first).
+            self.brokers[action.broker].paused = False
+            self.settle()
         self._stop(action.broker, clean=True)
         return None
 
@@ -369,13 +376,6 @@ class ModelCluster:
 
     def _stop(self, broker: int, clean: bool, lossy: bool = False) -> None:
         b = self._running(broker)
-        if clean and b.paused:
-            # A paused JVM cannot handle SIGTERM: a clean shutdown resumes it first (kafka-ctl
-            # stop), so it heartbeats again -- unfenced, and elected if it is the ELR member the
-            # partition waits for -- before its controlled shutdown. Found by elr explore on 4.4.0
-            # (pause every broker, then shut one down: Kafka's LastKnownElr names that one).
-            b.paused = False
-            self.settle()
         if not clean:
             self.ledger.shutdown(broker, lossy, self.trusted(), self.profile.rules.crash_is_lossless)
         log = self.logs.get(broker)
@@ -551,12 +551,6 @@ class ModelCluster:
             # is unfenced on a heartbeat that shows it caught up, so a held heartbeat keeps it out.
             if b in self.fenced and b not in self.heartbeats_held:
                 self.fenced.discard(b)
-                if self.rejected_alter is not None and b in self.rejected_alter.isr:
-                    # KIP-903: the leader reverts a change refused with INELIGIBLE_REPLICA and asks
-                    # again on a later fetch, once its metadata shows the follower eligible. Found by
-                    # elr explore on 4.1.0: a follower fetching while its heartbeats were held stayed
-                    # out of the ISR for good in the model once healed; Kafka let it back in.
-                    self.rejected_alter = None
                 if b in self.down_order:
                     self.down_order.remove(b)
                 controller.unfence(part, ctx)
@@ -571,7 +565,7 @@ class ModelCluster:
                 error = controller.alter_partition(part, req, ctx)
                 if error is not None:
                     self.protocol_errors.append(error)
-                    self.rejected_alter = req
+                    self.rejected_alter, self.rejected_view = req, self._brokers_view()
                 else:
                     joined = {b for b, _ in req.new_isr if b not in before}
                     self.unclean_restarted -= joined  # caught up: the leader let it in
@@ -653,9 +647,12 @@ class ModelCluster:
             options = controller.lagging_leave(lagging, self.profile.rules)
             leaving = options[0] if self.timing is None else self.timing.choose(options)
             shrunk = [b for b in part.isr if b not in leaving]
+        # KIP-841: the leader adds only followers its metadata shows unfenced (Kafka's
+        # isReplicaIsrEligible); a fenced one that fetches waits outside (measured on 4.0.2 by
+        # elr explore: a broker whose heartbeats were held caught up and stayed out).
         caught_up = [
             f for f in sorted(can_fetch)
-            if f not in part.isr and self.follower_leo.get(f, 0) >= lead.hwm
+            if f not in part.isr and f not in self.fenced and self.follower_leo.get(f, 0) >= lead.hwm
             and self.follower_leo.get(f, 0) >= lead.leo
         ]
         if shrunk != part.isr:
@@ -674,9 +671,15 @@ class ModelCluster:
                 (b, self.follower_fetch_epoch.get(b, self.brokers[b].epoch)) for b in proposed
             ),
         )
-        if req == self.rejected_alter:
+        if req == self.rejected_alter and self._brokers_view() == self.rejected_view:
             return  # the same request was refused; wait until something changes
         self.pending_alter = req
+
+    def _brokers_view(self) -> tuple[frozenset[int], tuple[int, ...]]:
+        """What the controller checks an AlterPartition's members against: who is fenced, and
+        their broker epochs. Kafka's leader retries a refused ISR expansion on later fetches, so
+        once this changes (the member unfenced, say) the same request may be accepted."""
+        return frozenset(self.fenced), tuple(self.brokers[b].epoch for b in self.brokers_ids)
 
     def _extend_committed(self, lead: Replica) -> None:
         n = len(self.committed)
