@@ -11,6 +11,7 @@ from pytest_elr.actions import Action
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
 from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.timing import Timing
 
 #: no expectation at all: whatever the fake gets wrong, only the model comparison can see it
 SILENT = """
@@ -94,3 +95,13 @@ class EarlierReadsSeeNothing(Fake):
 
     def read(self, start: int) -> Read:
         return Read([], super().read(start).end_offset)
+
+
+class OneAtATime(Fake):
+    """Removes followers that lag at once one at a time, the later-listed last: what a Kafka
+    leader, judging each follower's lag on its own, may do (``controller.lagging_leave``)."""
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        super().start(*args, **kwargs)
+        assert self.model is not None
+        self.model.timing = Timing(script=(1,) * 100)  # option 1: all but the last leave first

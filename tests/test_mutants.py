@@ -27,6 +27,7 @@ KILLED_BY = {
     "min-isr-not-capped-at-rf": "scenario kip966-effective-min-isr [kip966]: step both-replicas",
     "tolerance-counts-crashes": "negative control crashes-then-last-replica-loses [legacy]: no_acked_loss did not fire",
     "tolerance-never-resets": "negative control caught-up-then-last-replica-loses [legacy]: no_acked_loss did not fire",
+    "lagging-followers-leave-together": "rule check design notes 5.2.1 Case F",
 }
 
 

@@ -128,6 +128,9 @@ def every_event_type() -> SyntheticHistory:
           observed=obs.as_event(), model=obs.as_event())
     h.add("declared_difference", after="power_off", field="last_known_elr", model=[3], observed=[],
           reason="measured on Kafka 4.3.1", source="profile kafka")
+    h.add("alternatives", after="slow", allowed=3, kept=1,
+          states=["leader=1 isr=[1] elr=[2, 3]", "leader=1 isr=[1] elr=[3]", "leader=1 isr=[1] elr=[2]"],
+          observed="leader=1 isr=[1] elr=[3]")
     h.add("violation", message="invariant elr_disjoint_from_isr broken: [2] in both ISR and ELR")
     h.add("model_error", message="broker 3 is not running")
     h.send(1, 0).add("hwm_read", partition=0, hwm=1, reader="tail").read(0, "v1")

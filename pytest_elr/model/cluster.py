@@ -7,6 +7,7 @@ once its timeouts have fired. Deterministic: the same actions always give the sa
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import singledispatchmethod
 
@@ -36,6 +37,7 @@ from pytest_elr.model.controller import ControllerContext, effective_min_isr
 from pytest_elr.model.ledger import LossLedger
 from pytest_elr.model.profiles import Profile
 from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
+from pytest_elr.model.timing import Timing
 
 MAX_SETTLE_ROUNDS = 200
 
@@ -101,6 +103,9 @@ class ModelCluster:
     #: partition epoch at a min ISR change whose HWM re-evaluation waits for the next event
     #: (``controller.hwm_reevaluated``), or None
     hwm_waits_since: int | None = None
+    #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
+    #: Timing replays and records choices (``model/alternatives.py``)
+    timing: Timing | None = None
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
@@ -123,11 +128,25 @@ class ModelCluster:
         self.ctx = ControllerContext(
             profile=self.profile,
             min_isr=self.min_isr,
-            is_unfenced=lambda b: b not in self.fenced,
-            broker_epoch=lambda b: self.brokers[b].epoch,
-            log_info=lambda b: (self.logs[b].last_epoch(), self.logs[b].leo),
+            is_unfenced=self._is_unfenced,
+            broker_epoch=self._broker_epoch,
+            log_info=self._log_info,
         )
         self.settle()
+
+    # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
+    def _is_unfenced(self, broker: int) -> bool:
+        return broker not in self.fenced
+
+    def _broker_epoch(self, broker: int) -> int:
+        return self.brokers[broker].epoch
+
+    def _log_info(self, broker: int) -> tuple[int, int]:
+        return self.logs[broker].last_epoch(), self.logs[broker].leo
+
+    def fork(self) -> ModelCluster:
+        """An independent copy (the profile shared: it is immutable)."""
+        return copy.deepcopy(self, {id(self.profile): self.profile})
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -482,16 +501,16 @@ class ModelCluster:
 
     def settle(self) -> None:
         for _ in range(MAX_SETTLE_ROUNDS):
-            before = self._fingerprint()
+            before = self.fingerprint()
             self._controller_round()
             self._replication_round()
             self._leader_round()
             self._finish_produce()
-            if self._fingerprint() == before:
+            if self.fingerprint() == before:
                 return
         raise ModelError("the model did not settle (livelock in the rules)")
 
-    def _fingerprint(self) -> tuple[object, ...]:
+    def fingerprint(self) -> tuple[object, ...]:
         p = self.part
         return (
             p.leader, p.leader_epoch, p.partition_epoch, tuple(p.isr), tuple(p.elr),
@@ -553,9 +572,9 @@ class ModelCluster:
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
-        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2: a
-        # broker cut towards the controller never learnt the new leader, so never fetched from it).
-        # A held AlterPartition (``slow``) does not: the metadata fetches flow.
+        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
+        # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
+        # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
         for b in self.brokers_ids:
             broker = self.brokers[b]
             if self._round_trip(b, CONTROLLER, allow_slow=True):
@@ -623,6 +642,11 @@ class ModelCluster:
             and self.brokers[f].registered and self._round_trip(f, leader)
         }
         shrunk = [b for b in part.isr if b == leader or b in can_fetch]
+        lagging = [b for b in part.isr if b not in shrunk]
+        if len(lagging) > 1:  # which leave first is timing: every choice under a Timing
+            options = controller.lagging_leave(lagging, self.profile.rules)
+            leaving = options[0] if self.timing is None else self.timing.choose(options)
+            shrunk = [b for b in part.isr if b not in leaving]
         # KIP-841: the leader adds only followers its metadata shows unfenced (Kafka's
         # isReplicaIsrEligible); a fenced one that fetches waits outside (measured on 4.0.2 by
         # elr explore: a broker whose heartbeats were held caught up and stayed out).

@@ -11,8 +11,10 @@ it implements. Read top to bottom, the module follows the order in which the mod
    ``clear_elr_at_min_isr`` / ``extend_elr_under_min_isr`` -> ``record_last_known_leader``
    (kafka) -> ``bump`` -> ``maybe_elect`` -> ``choose_leader`` (``electable``,
    ``last_known_leader``, ``unclean_recovery``) -> ``bump``.
-4. The two rules the leader applies against the controller's ISR (``ModelCluster._produce`` and
-   ``_leader_round``): ``produce_rejection`` -> ``hwm_may_advance`` -> ``advance_hwm``.
+4. The rules the leader applies against the controller's ISR (``ModelCluster._produce`` and
+   ``_leader_round``): ``produce_rejection`` -> ``hwm_may_advance`` -> ``advance_hwm`` ->
+   ``lagging_leave`` (which lagging followers its next AlterPartition removes: where timing
+   decides, every choice, which ``model/alternatives.py`` follows).
 
 Each docstring gives the rule in our words, the seed sentence (a short quote with its section),
 and the ``Rules`` field that switches it off for the mutation check. docs/model.md tabulates them
@@ -21,8 +23,9 @@ with the scenario that exercises each.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 from pytest_elr.model.profiles import LastKnown, Profile, Rules, UncleanRecovery
 from pytest_elr.model.state import AlterPartition, PartitionRecord
@@ -560,3 +563,33 @@ def advance_hwm(hwm: int, maximal_isr_ends: list[int]) -> int:
     Mutation switch: none.
     """
     return max(hwm, min(maximal_isr_ends))
+
+
+#: at most this many followers leaving the ISR at once are given every order (4 followers: 75
+#: histories -- 24 one at a time, the rest in groups); more leave together only (the canonical)
+MAX_CONCURRENT_LEAVES = 4
+
+
+def lagging_leave(lagging: Sequence[int], rules: Rules) -> list[frozenset[int]]:
+    """The followers the leader's next AlterPartition may remove when several lag at once, the
+    canonical answer first: all of them together. The leader judges each follower's lag on its
+    own (Kafka: each replica's last caught-up time against ``replica.lag.time.max.ms``, checked
+    periodically), so any non-empty subset may go first and the rest at later checks: every
+    order, and every grouping, is a legal history. The order matters: a follower removed while
+    the ISR still meets min ISR is not complete and does not join the ELR (Case F); those removed
+    once the ISR is under min ISR do (ELR update rule 2). With up to ``MAX_CONCURRENT_LEAVES``
+    followers every choice is given; with more, the canonical one only.
+
+    KIP-966, "ISR invariants": "The proposal maintains the behavior of removing a replica out of
+    ISR if it is lagging"; design notes 5.2.1, transitions that "focus on a single replica", Case
+    F: "Replica R, which is a currently an in-sync follower, goes out-of-sync and is removed from
+    the ISR. The new ISR >= Min ISR therefore replica R loses its completeness guarantee and is
+    not added to the ELR."
+
+    Mutation switch: ``Rules.lagging_leave_in_any_order`` (off: together only).
+    """
+    together = frozenset(lagging)
+    if not rules.lagging_leave_in_any_order or not 1 < len(lagging) <= MAX_CONCURRENT_LEAVES:
+        return [together]
+    return [together, *(frozenset(first) for n in range(len(lagging) - 1, 0, -1)
+                        for first in combinations(lagging, n))]

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_elr.actions import Action, Crash, Cut, PowerOff, Produce, Restart
+from pytest_elr.actions import Action, Crash, Cut, PowerOff, Produce, Restart, Slow
 from pytest_elr.core.nodes import isolation_links
+from pytest_elr.model.alternatives import outcomes
+from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.controller import ControllerContext, maybe_elect
 from pytest_elr.model.profiles import Rules, get_profile, replace_rules
 from pytest_elr.model.state import PartitionRecord
@@ -31,6 +33,7 @@ MUTANTS: dict[str, Rules] = {
     "min-isr-not-capped-at-rf": Rules(cap_min_isr_at_rf=False),
     "tolerance-counts-crashes": Rules(crash_is_lossless=False),
     "tolerance-never-resets": Rules(ledger_resets_on_catch_up=False),
+    "lagging-followers-leave-together": Rules(lagging_leave_in_any_order=False),
 }
 
 BROKERS = (0, 1, 2)
@@ -73,7 +76,20 @@ def _fenced_last_known_leader(rules: Rules) -> bool:
     return part.leader is None
 
 
+def _lagging_followers_leave_on_their_own(rules: Rules) -> bool:
+    """The leader's links slowed, both followers lag (min ISR 2). Design notes 5.2.1 judge each
+    replica on its own, Case F: a follower removed while the new ISR >= Min ISR "is not added to the
+    ELR" -- so the first to leave (either one) stays out of the ELR, the second joins it; both
+    leaving in one change puts both in it. Every one of the three must be allowed."""
+    model = ModelCluster(BROKERS, list(BROKERS), 2, replace_rules(get_profile("kafka"), rules))
+    model.apply(Produce(count=3))
+    allowed = {tuple(state.part.elr) for state, _ in
+               outcomes(model, Slow(links=isolation_links(0, "brokers", BROKERS)))}
+    return allowed == {(1, 2), (1,), (2,)}
+
+
 #: rule checks: name -> whether the rules give the seeds' answer
 RULE_CHECKS: dict[str, Callable[[Rules], bool]] = {
     "KAFKA-19522 fenced last known leader waited for": _fenced_last_known_leader,
+    "design notes 5.2.1 Case F: lagging followers leave on their own": _lagging_followers_leave_on_their_own,
 }

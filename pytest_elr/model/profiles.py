@@ -52,6 +52,7 @@ class Rules:
     balanced_inspects_last_known_elr: bool = True  # unclean_recovery: Balanced inspects LastKnownELR only
     crash_is_lossless: bool = True  # ledger.LossLedger.shutdown: a crash does not enter the loss ledger
     ledger_resets_on_catch_up: bool = True  # ledger.LossLedger.caught_up: a replica that caught up leaves it
+    lagging_leave_in_any_order: bool = True  # lagging_leave: followers lagging at once may leave in any order
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pytest_elr.core.history import History
 from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, Read, fault_bit
 from pytest_elr.core.outcomes import OUTCOMES, error_name
 from pytest_elr.model import build_model, invariants
+from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
@@ -157,6 +158,9 @@ class Executor:
         self.min_isr = scenario.topic.min_insync_replicas
         # The oracle: the backend's own model, or a shadow model fed the same actions.
         self.model: ModelCluster | None = None
+        #: a shadow oracle's states allowed so far (where timing decides, several); ``model`` is
+        #: the first of them, the canonical one unless the cluster showed another
+        self.alternatives: Alternatives | None = None
         self._shadow = True
         self._background = False  # the executor sends the workload's records around each step
         self.disagreements: list[Difference] = []
@@ -183,6 +187,7 @@ class Executor:
         own = self.backend.own_model()
         self._shadow = own is None
         self.model = own if own is not None else build_model(s.cluster, s.topic, self.oracle or self.profile)
+        self.alternatives = Alternatives([self.model]) if self._shadow else None
         obs = self._observe_and_record()
         if obs.hwm is not None:
             self.hwm_seen.append(("start", obs.hwm))
@@ -283,20 +288,23 @@ class Executor:
         if isinstance(action, SetMinIsr):
             self.min_isr = action.value
         result = self.backend.apply(action)
-        predicted = None
-        if self._shadow and self.model is not None:
+        predicted: list[tuple[ModelCluster, Any]] = []  # each allowed state and its result
+        if self._shadow and self.alternatives is not None:
             try:
-                predicted = self.model.apply(action)
+                results = self.alternatives.apply(action)
+                predicted = list(zip(self.alternatives.states, results, strict=True))
             except ModelError as exc:
                 self.history.record("model_error", message=str(exc))
+            self.model = self.alternatives.canonical
             if action.settles:
                 self._settle_like_model(action, ctx)
         if isinstance(result, ProduceOutcome):
             ctx.produce = result
             if record:  # the workload's records are no produce of the step's own
                 ctx.produces.append(result)
-            if self._shadow and isinstance(predicted, ProduceOutcome):
-                self._hold_produce_to_model(result, predicted, ctx)
+            outcomes = [(state, p) for state, p in predicted if isinstance(p, ProduceOutcome)]
+            if self._shadow and outcomes:
+                self._hold_produce_to_model(result, outcomes, ctx)
         elif isinstance(result, list):
             for loss in result:
                 self._keep_loss(loss, action, ctx)
@@ -341,20 +349,22 @@ class Executor:
         """Hold the system to the model after an action that changes the cluster.
 
         The model predicts every field the backend observes (``STATE_FIELDS``) and which followers
-        hold the leader's whole log; the cluster is polled until it agrees or the settle timeout
-        passes, with a trickle of acks=1 records while a follower must drop out of the ISR for
-        lagging (Kafka only shrinks the ISR of a follower that falls *behind*). What still differs
-        then is a disagreement -- it fails the step -- or a difference the scenario or the profile
-        declares; each is kept in the history with both states.
+        hold the leader's whole log; where timing decides (several followers lagging at once) it
+        allows several states (``model/alternatives.py``). The cluster is polled until it agrees
+        with one of them or the settle timeout passes, with a trickle of acks=1 records while a
+        follower must drop out of the ISR for lagging (Kafka only shrinks the ISR of a follower
+        that falls *behind*); the states that fit the cluster are kept, the others dropped. What
+        still differs from every state is a disagreement with the first (canonical) one -- it
+        fails the step -- or a difference the scenario or the profile declares; each is kept in
+        the history with both states.
         """
-        assert self.model is not None
-        m = self.model.observe()
+        assert self.alternatives is not None
         names = [f for f in STATE_FIELDS if f not in self.backend.cannot_observe]
         # Followers the model has fetched everything: the next fault may depend on it (a leader
         # asks to add a follower to the ISR only once it has caught up).
-        caught_up = self.model.caught_up_followers()
+        allowed = [(state.observe(), state.caught_up_followers()) for state in self.alternatives.states]
 
-        def differences(obs: Observation) -> list[Difference]:
+        def differences(obs: Observation, m: Observation, caught_up: set[int]) -> list[Difference]:
             found = [self._difference(f, getattr(obs, f), getattr(m, f), action.kind, obs, m)
                      for f in names if _value(getattr(obs, f)) != _value(getattr(m, f))]
             end = obs.leo.get(obs.leader) if obs.leader is not None else None
@@ -364,17 +374,28 @@ class Executor:
                                               action.kind, obs, m))
             return found
 
+        def undeclared(obs: Observation) -> list[list[Difference]]:
+            return [[d for d in differences(obs, m, c) if d.reason is None] for m, c in allowed]
+
         def check(obs: Observation) -> list[Difference]:
-            undeclared = [d for d in differences(obs) if d.reason is None]
+            per_state = undeclared(obs)
+            if any(not u for u in per_state):
+                return []
             # Only a follower that must leave the ISR for lagging (not for being fenced) needs
             # traffic; elsewhere extra records would blur what a lossy shutdown took.
-            lagging = set(obs.isr) - set(m.isr) - set(m.fenced)
-            if undeclared and lagging:
+            if any(set(obs.isr) - set(m.isr) - set(m.fenced) for m, _ in allowed):
                 self.backend.nudge()
-            return undeclared
+            return per_state[0]
 
         obs, _ = self._poll(check, self.backend.settle_timeout_s())
-        for d in differences(obs):
+        fits = [not u for u in undeclared(obs)]
+        chosen = fits.index(True) if any(fits) else 0
+        if len(allowed) > 1:
+            self.alternatives.keep(lambda i, _: fits[i])
+            self.model = self.alternatives.canonical
+            self.history.record("alternatives", after=action.kind, allowed=len(allowed), kept=sum(fits),
+                                states=[describe(m) for m, _ in allowed], observed=describe(obs))
+        for d in differences(obs, *allowed[chosen]):
             self._note(d, ctx)
 
     def _note(self, d: Difference, ctx: StepContext) -> None:
@@ -389,13 +410,19 @@ class Executor:
                             observed_value=_plain(d.observed), model_value=_plain(d.model),
                             observed=d.observed_state, model=d.model_state)
 
-    def _hold_produce_to_model(self, got: ProduceOutcome, want: ProduceOutcome, ctx: StepContext) -> None:
+    def _hold_produce_to_model(self, got: ProduceOutcome, want: list[tuple[ModelCluster, ProduceOutcome]],
+                               ctx: StepContext) -> None:
         """Every record's outcome, in the shared words, against the model's: as the client saw them
-        when the produce returned (the model may complete a waiting record later; a client times out)."""
-        observed, model = got.words(), want.words()
-        if observed != model:
-            assert self.model is not None
-            self._note(self._difference("produce", observed, model, "produce", self.backend.observe(),
+        when the produce returned (the model may complete a waiting record later; a client times out).
+        ``want`` holds each allowed state with its outcome: the states whose outcome fits are kept."""
+        assert self.alternatives is not None and self.model is not None
+        observed = got.words()
+        fitting = {id(state) for state, p in want if p.words() == observed}
+        if fitting:
+            self.alternatives.keep(lambda _, state: id(state) in fitting)
+            self.model = self.alternatives.canonical
+        else:
+            self._note(self._difference("produce", observed, want[0][1].words(), "produce", self.backend.observe(),
                                         self.model.observe()), ctx)
 
     def finale(self) -> None:
@@ -492,8 +519,10 @@ class Executor:
         found = [str(v) for v in observed_invariants(obs, elr=profile.elr, min_isr=min_isr, hwm_before=before)]
         if obs.hwm is not None:
             self.hwm_seen.append((step.label, obs.hwm))
-        if self.model is not None:
-            found += [str(v) for v in invariants.check(self.model, self._model_hwm_floor())]
+        states = self.alternatives.states if self.alternatives is not None else [self.model]
+        for state in states:  # every state the oracle still allows must keep its own invariants
+            if state is not None:
+                found += [str(v) for v in invariants.check(state, len(state.committed)) if str(v) not in found]
         if not found:
             return
         for violation in found:
@@ -506,9 +535,6 @@ class Executor:
             + "".join(f"  {v}\n" for v in found[1:])
             + f"  on backend {self.backend.name}, profile {self.profile}"
         )
-
-    def _model_hwm_floor(self) -> int | None:
-        return len(self.model.committed) if self.model is not None else None
 
     # --- reads: before the end, and the final one -----------------------------------------------
 

@@ -12,8 +12,9 @@ the invariants on the cluster's observations, acknowledged records by presence. 
 
 * ``agrees``: nothing differs;
 * ``documented``: it differs only where the profile or the step declares it (with the reason);
-* ``finding``: an undeclared difference, an invariant broken, or acknowledged records lost where the
-  profile promises none -- replayed ``--confirm`` times on a fresh cluster (a finding no replay
+* ``finding``: an undeclared difference (``liveness:no-leader`` when the model has a leader and the
+  cluster still has none once the settle timeout ran out), an invariant broken, or acknowledged
+  records lost where the profile promises none -- replayed ``--confirm`` times on a fresh cluster (a finding no replay
   reproduces is reported as flaky, with its evidence), then shrunk by replay (delta debugging) and
   written under ``<out>/findings/`` as a ``*.elr.yaml`` expecting the model's state at every step;
 * ``harness error``: the backend broke (never counted as a finding).
@@ -47,6 +48,7 @@ from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import Run
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model import build_model
+from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelError
 from pytest_elr.model.mutants import MUTANTS
 from pytest_elr.model.profiles import PROFILE_NAMES, Profile, get_profile
@@ -75,6 +77,9 @@ class Finding:
     shrunk_path: Path | None = None
     shrunk_actions: list[Action] = field(default_factory=list)
     shrink_replays: int = 0
+    #: seconds spent confirming, and shrinking and writing (the time from finding to shrunk YAML)
+    confirm_s: float = 0.0
+    shrink_s: float = 0.0
 
     @property
     def flaky(self) -> bool:
@@ -85,6 +90,7 @@ class Finding:
                 "confirmed": f"{self.confirmed}/{self.replays}", "flaky": self.flaky,
                 "shrunk": str(self.shrunk_path) if self.shrunk_path else None,
                 "shrunk_actions": len(self.shrunk_actions), "shrink_replays": self.shrink_replays,
+                "confirm_s": round(self.confirm_s, 1), "shrink_s": round(self.shrink_s, 1),
                 "message": self.first.message.splitlines()[:12], "history": str(self.first.history_dir)}
 
 
@@ -99,6 +105,8 @@ class Exploration:
     model_states: set[State] = field(default_factory=set)
     cluster_states: set[State] = field(default_factory=set)
     kinds: set[str] = field(default_factory=set)
+    #: every finding run by signature (``findings`` keeps the first of each)
+    signatures: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         hours = max(time.monotonic() - self.started, 1e-9) / 3600
@@ -109,6 +117,7 @@ class Exploration:
             "states_model": len(self.model_states), "states_cluster": len(self.cluster_states),
             "states_only_on_model": sorted(describe(s) for s in self.model_states - self.cluster_states),
             "states_only_on_cluster": sorted(describe(s) for s in self.cluster_states - self.model_states),
+            "finding_signatures": dict(sorted(self.signatures.items())),
             "findings": [f.as_dict() for f in self.findings.values()],
         }
 
@@ -121,10 +130,20 @@ def classify(result: RunResult, outcome: str) -> str:
     return "documented" if result.declared else "agrees"
 
 
+#: the model has a leader once it settled (every timeout of the protocol fired: the broker session
+#: timeout, the replica lag time, the controller's election) and the cluster still has none when
+#: the settle timeout ran out (on Kafka 30 s + 2 session timeouts: 36 s where the protocol needs
+#: about 3 s): no leader for longer than the protocol allows
+LIVENESS_NO_LEADER = "liveness:no-leader"
+
+
 def signature(result: RunResult) -> str:
-    """What kind of difference a failed run shows: the same finding twice has the same signature."""
+    """What kind of difference a failed run shows: the same finding twice has the same signature.
+    The first difference decides (a later one is often its consequence)."""
     if result.disagreements:
         d = result.disagreements[0]
+        if d["field"] == "leader" and d["model"] is not None and d["observed"] is None:
+            return LIVENESS_NO_LEADER
         return f"differs:{d['field']}"
     for v in result.violations:
         m = re.search(r"invariant (\w+)", v)
@@ -180,16 +199,24 @@ def finale_actions(actions: list[Action]) -> list[Action]:
 
 def model_trace(actions: list[Action], cluster: ClusterSpec, topic: TopicSpec,
                 oracle: Profile) -> list[dict[str, Any]] | None:
-    """The model's state after each action, as a step's expectations; None: the model refuses one."""
-    model = build_model(cluster, topic, oracle)
+    """The model's state after each action, as a step's expectations: the fields on which every
+    state the model allows there agrees (where timing decides, e.g. which of two lagging followers
+    left the ISR first, the field is left to the executor's hold on the set); None: the model
+    refuses one."""
+    states = Alternatives([build_model(cluster, topic, oracle)])
     out = []
     for action in actions:
         try:
-            model.apply(action)
+            states.apply(action)
         except ModelError:
             return None
-        out.append(expectation_of(model.observe()))
+        each = [expectation_of(state.observe()) for state in states.states]
+        out.append({k: v for k, v in each[0].items() if all(_same(e[k], v) for e in each)})
     return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    return sorted(a) == sorted(b) if isinstance(a, list) and isinstance(b, list) else a == b
 
 
 def write_scenario(path: Path, name: str, description: str, actions: list[Action], cluster: ClusterSpec,
@@ -295,6 +322,7 @@ class Explorer:
                 line = f"{name} ({len(actions)} actions): {kind}"
                 if kind == "finding":
                     sig = signature(result)
+                    self.seen.signatures[sig] = self.seen.signatures.get(sig, 0) + 1
                     line += f" [{sig}]"
                     self.say(line)
                     if sig not in self.seen.findings:
@@ -323,11 +351,17 @@ class Explorer:
         """Confirm on fresh clusters, then shrink by replay, then write the minimal scenario."""
         found = Finding(sig, result, Path(scenario.path), actions)
         where = self.out / "findings" / re.sub(r"[^A-Za-z0-9._-]+", "-", sig)
+        started = time.monotonic()
         for _ in range(self.confirm):
-            again, outcome = self.fresh_run(scenario, where / "confirm")
             found.replays += 1
+            try:
+                again, outcome = self.fresh_run(scenario, where / "confirm")
+            except Exception as exc:  # noqa: BLE001 - a harness failure or bug: not a reproduction
+                self.say(f"  replay {found.replays}: harness error: {type(exc).__name__}: {exc}")
+                continue
             found.confirmed += classify(again, outcome) == "finding" and signature(again) == sig
-        self.say(f"  confirmed {found.confirmed}/{found.replays} on fresh clusters")
+        found.confirm_s = time.monotonic() - started
+        self.say(f"  confirmed {found.confirmed}/{found.replays} on fresh clusters ({found.confirm_s:.0f} s)")
         if found.replays and not found.confirmed:
             self.say("  FLAKY: no replay reproduced it (kept, with its history)")
             return found
@@ -340,7 +374,11 @@ class Explorer:
                                   self.cluster, self.topic, self.profile, self.oracle, expect=False)
             if cand is None:
                 return None
-            again, outcome = self.fresh_run(cand, where / "shrink")
+            try:
+                again, outcome = self.fresh_run(cand, where / "shrink")
+            except Exception as exc:  # noqa: BLE001 - a harness failure or bug: not the same finding
+                self.say(f"  shrink candidate {counter[0]}: harness error: {type(exc).__name__}: {exc}")
+                return False
             return classify(again, outcome) == "finding" and signature(again) == sig
 
         shrunk = shrink(actions, still_fails, self.shrink_replays)
@@ -353,7 +391,9 @@ class Explorer:
                                  shrunk.items + finale_actions(shrunk.items), self.cluster, self.topic, self.profile,
                                  self.oracle, expect=True, model_must_pass=False)
         found.shrunk_path = final if written is not None else None
-        self.say(f"  shrunk {len(actions)} -> {len(shrunk.items)} actions ({shrunk.replays} replays): {final}")
+        found.shrink_s = time.monotonic() - started - found.confirm_s
+        self.say(f"  shrunk {len(actions)} -> {len(shrunk.items)} actions ({shrunk.replays} replays, "
+                 f"{found.shrink_s:.0f} s): {final}")
         return found
 
 
@@ -412,8 +452,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"exploring {args.backend} {args.kafka_version or ''} under {args.profile}"
           f"{' with mutant ' + args.mutant if args.mutant else ''} for {args.budget:.0f} s (seed {args.seed})",
           flush=True)
-    seen = explorer.explore(schedules(oracle, args.seed, args.steps, kinds), time.monotonic() + args.budget)
-    summary = seen.summary()
+    interrupted = False
+    try:
+        explorer.explore(schedules(oracle, args.seed, args.steps, kinds), time.monotonic() + args.budget)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the clusters are gone; keep what was seen
+        interrupted = True
+        print("interrupted: the summary of what ran", flush=True)
+    summary = {**explorer.seen.summary(), "interrupted": interrupted}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     _print(summary)
     histories = [Path(f["history"]) for f in summary["findings"] if f["history"] != "None"]
@@ -421,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         from pytest_elr.report import build_report
 
         print(f"report: {build_report(histories, args.out / 'report.html').resolve()}")
+    if interrupted:
+        return 130
     return 1 if any(not f["flaky"] for f in summary["findings"]) else 0
 
 
@@ -430,6 +477,8 @@ def _print(summary: dict[str, Any]) -> None:
           f"{summary['harness error']} harness errors")
     print(f"states reached: {summary['states_model']} on the model, {summary['states_cluster']} on the cluster; "
           f"action kinds drawn: {', '.join(summary['action_kinds'])}")
+    if summary["finding_signatures"]:
+        print("findings by class: " + ", ".join(f"{sig} {n}" for sig, n in summary["finding_signatures"].items()))
     for f in summary["findings"]:
         print(f"finding {f['signature']}: confirmed {f['confirmed']}{' FLAKY' if f['flaky'] else ''}, "
               f"shrunk to {f['shrunk_actions']} actions: {f['shrunk']}")

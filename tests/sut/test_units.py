@@ -10,6 +10,7 @@ import pytest
 from testcontainers.core.config import testcontainers_config
 
 from pytest_elr.faults.evidence import PowerOffRecord, partition_of
+from pytest_elr.faults.network import NetworkFaults
 from pytest_elr.faults.process import ProcessFaults
 from pytest_elr.sut import (
     ClusterClient,
@@ -251,3 +252,35 @@ def test_sigterm_interrupts_only_while_resources_live() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_a_fault_repeated_on_a_faulty_link_leaves_its_toxic_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replacing a latency toxic delivers what it delays, replacing a timeout toxic closes what it
+    holds: either is a brief heal. A second slow (same latency) or cut of a link touches nothing."""
+    calls: list[tuple[str, str, str]] = []
+
+    class Toxi:
+        def add_toxic(self, proxy: str, name: str, *args: object) -> None:
+            calls.append(("add", proxy, name))
+
+        def remove_toxic(self, proxy: str, name: str) -> None:
+            calls.append(("remove", proxy, name))
+
+    class Node:
+        toxiproxy = Toxi()
+
+    c = KafkaCluster(brokers=[0, 1, 2], controllers=1)
+    monkeypatch.setattr(c, "node", lambda node_id: Node())
+    network = NetworkFaults(c)
+    network.slow(0, 1, 5000)
+    assert len(calls) == 2  # upstream of 0's proxy to 1, downstream of 1's proxy to 0
+    network.slow(0, 1, 5000)
+    network.cut(0, 2)
+    network.cut(0, 2)
+    assert len(calls) == 4 and not any(op == "remove" for op, _, _ in calls)
+    network.slow(0, 1, 7000)  # a new latency replaces the toxic (add answers 409 in Toxiproxy)
+    assert len(calls) == 6
+    network.heal(0, 1, both_ways=False)
+    network.slow(0, 1, 5000)
+    assert calls[-2:] == [("add", "to-b1", "slow-upstream"), ("add", "to-b0", "slow-downstream")]
+

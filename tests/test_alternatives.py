@@ -1,0 +1,128 @@
+"""The oracle allows every order in which lagging followers may leave the ISR
+(``controller.lagging_leave``, ``model/alternatives.py``): a system that removes them one at a time
+agrees with it, the oracle without the alternatives (the mutant) reports a difference, and a state
+no order gives is still a difference, against the canonical state."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fake_backend import Fake, OneAtATime
+
+from pytest_elr.actions import Crash, Produce, Slow
+from pytest_elr.core.nodes import isolation_links
+from pytest_elr.core.observation import Observation
+from pytest_elr.model.alternatives import MAX_STATES, Alternatives, outcomes
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.controller import MAX_CONCURRENT_LEAVES, lagging_leave
+from pytest_elr.model.mutants import MUTANTS
+from pytest_elr.model.profiles import Rules, get_profile
+from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario.loader import load_scenario
+
+BROKERS = (0, 1, 2)
+LEADER_SLOW = Slow(links=isolation_links(0, "brokers", BROKERS))
+
+SCENARIO = """
+name: lagging-followers
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {name: t, replicas: [0, 1, 2], min_insync_replicas: 2}
+steps:
+  - at: setup
+    do: [{produce: {count: 3, acks: all}}]
+  - at: leader-slow
+    do: [{slow: 0}]
+  - at: leader-crash
+    do: [{crash: 0}]
+  - at: more
+    do: [{produce: {count: 2, acks: all}}]
+verdict: {acked_loss: none}
+"""
+
+
+def model(profile: str = "kafka", brokers: tuple[int, ...] = BROKERS, min_isr: int = 2) -> ModelCluster:
+    m = ModelCluster(brokers, list(brokers), min_isr, get_profile(profile))
+    m.apply(Produce(count=3))
+    return m
+
+
+def test_two_lagging_followers_give_three_histories_the_canonical_first() -> None:
+    found = outcomes(model(), LEADER_SLOW)
+    assert [tuple(state.part.elr) for state, _ in found] == [(1, 2), (2,), (1,)]
+    assert all(tuple(state.part.isr) == (0,) for state, _ in found)
+    # and the crash of the leader then elects from each ELR
+    states = Alternatives([model()])
+    states.apply(LEADER_SLOW)
+    states.apply(Crash(broker=0))
+    assert [s.part.leader for s in states.states] == [1, 2, 1]
+
+
+def test_the_canonical_state_is_the_deterministic_model() -> None:
+    plain = model()
+    plain.apply(LEADER_SLOW)
+    (first, _), *_ = outcomes(model(), LEADER_SLOW)
+    assert first.fingerprint() == plain.fingerprint() and plain.timing is None
+
+
+@pytest.mark.parametrize(("lagging", "choices"), [(2, 3), (3, 7), (4, 15), (5, 1)])
+def test_the_choices_are_bounded(lagging: int, choices: int) -> None:
+    options = lagging_leave(list(range(1, lagging + 1)), Rules())
+    assert len(options) == choices and options[0] == frozenset(range(1, lagging + 1))
+    assert lagging_leave([1, 2], Rules(lagging_leave_in_any_order=False)) == [frozenset({1, 2})]
+
+
+def test_four_lagging_followers_stay_within_the_bound() -> None:
+    brokers = (0, 1, 2, 3, 4)
+    found = outcomes(model(brokers=brokers, min_isr=3), Slow(links=isolation_links(0, "brokers", brokers)))
+    assert MAX_CONCURRENT_LEAVES == 4 and 1 < len(found) <= MAX_STATES
+    assert len({s.fingerprint() for s, _ in found}) == len(found)
+    # min ISR 3 of 5: the first two to leave keep the ISR at min ISR; the later ones join the ELR
+    assert {len(s.part.elr) for s, _ in found} == {2, 3, 4}
+
+
+def test_a_system_that_removes_them_one_at_a_time_agrees(tmp_path: Path) -> None:
+    path = tmp_path / "s.elr.yaml"
+    path.write_text(SCENARIO)
+    scenario = load_scenario(path)
+    result = run_scenario(scenario, OneAtATime(), "kafka", tmp_path)
+    assert result.passed, result.message
+    events = (Path(result.history_dir) / "events.jsonl").read_text()
+    assert '"type":"alternatives"' in events and '"kept":1' in events
+    # the same system against an oracle without the alternatives: the ELR differs
+    mutant = replace(get_profile("kafka"), rules=MUTANTS["lagging-followers-leave-together"])
+    result = run_scenario(scenario, OneAtATime(), "kafka", tmp_path, oracle=mutant)
+    assert not result.passed
+    assert "elr: model [1, 2], observed [2]" in result.message, result.message
+    # and the canonical system agrees with both
+    assert run_scenario(scenario, Fake(), "kafka", tmp_path).passed
+    assert run_scenario(scenario, Fake(), "kafka", tmp_path, oracle=mutant).passed
+
+
+class EveryoneOutOfElr(Fake):
+    """After the leader's links slow, reports an ELR no order of removals gives."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, elr=()) if obs.isr == (0,) and obs.elr else obs
+
+
+def test_a_state_no_order_gives_differs_from_the_canonical_state(tmp_path: Path) -> None:
+    path = tmp_path / "s.elr.yaml"
+    path.write_text(SCENARIO)
+    result = run_scenario(load_scenario(path), EveryoneOutOfElr(), "kafka", tmp_path)
+    assert not result.passed
+    assert result.disagreements[0]["field"] == "elr" and result.disagreements[0]["model"] == [1, 2]
+
+
+def test_a_written_scenario_expects_only_what_every_order_agrees_on() -> None:
+    from pytest_elr.core.specs import ClusterSpec, TopicSpec
+    from pytest_elr.schedule.explore import model_trace
+
+    trace = model_trace([Produce(count=2), LEADER_SLOW, Crash(broker=0)], ClusterSpec(brokers=BROKERS),
+                        TopicSpec(name="t", replicas=BROKERS, min_insync_replicas=2), get_profile("kafka"))
+    assert trace is not None
+    assert trace[0]["elr"] == [] and trace[1]["isr"] == [0] and "elr" not in trace[1]
+    assert "leader" not in trace[2] and trace[2]["isr"] == [1, 2] and trace[2]["fenced"] == [0]
