@@ -318,6 +318,18 @@ class BrokerAction(Action):
 
 
 @dataclass(frozen=True)
+class HoldHeartbeats(BrokerAction):
+    """Hold the broker's heartbeats to the controller (delivered when healed); its registration,
+    metadata and AlterPartition flow. A running broker is fenced when its session expires; a
+    restarted one registers and stays fenced until healed (``heal: all``, ``heal: <broker>``, or
+    ``heal: {from: <broker>, to: controller}``): the window between an unclean registration and
+    unfencing, where KAFKA-19522 elected a fenced replica."""
+
+    kind: ClassVar[str] = "hold_heartbeats"
+    draw: ClassVar[Draw | None] = "net"
+
+
+@dataclass(frozen=True)
 class Shutdown(BrokerAction):
     """Clean shutdown: controlled shutdown, logs flushed, clean-shutdown marker written."""
 
@@ -478,7 +490,7 @@ class Wait(Action):
 
 
 __all__ = [
-    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal",
+    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal", "HoldHeartbeats",
     "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume", "SetMinIsr",
     "Shutdown", "Slow", "UncleanElection", "Wait", "action_forms", "action_from_event", "unhandled",
 ]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_elr.actions import Crash, Cut, Heal, PowerOff, Produce, Restart, SetMinIsr, Shutdown
-from pytest_elr.core.nodes import isolation_links
+from pytest_elr.actions import Crash, Cut, Heal, HoldHeartbeats, PowerOff, Produce, Restart, SetMinIsr, Shutdown
+from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile
@@ -111,3 +111,30 @@ def test_kafka_clears_the_elr_on_a_change_of_min_isr_not_on_the_same_value() -> 
         assert m.part.elr == [2], profile
         m.apply(SetMinIsr(value=3))
         assert m.part.elr == after_raise, profile
+
+
+def test_held_heartbeats_keep_a_restarted_last_leader_registered_and_fenced() -> None:
+    """KIP-966 "Delivery plan": the LastKnownLeader is elected "once it is unfenced" (KAFKA-19522)."""
+    for heal in (Heal(links=None), Heal(links=((0, CONTROLLER),))):
+        m = cluster("kafka", min_isr=1)
+        isolate(m, 1, "brokers")
+        isolate(m, 2, "brokers")
+        m.apply(Crash(broker=0))
+        m.apply(Heal(links=tuple(isolation_links(1, "all", BROKERS) + isolation_links(2, "all", BROKERS))))
+        assert (m.part.leader, m.part.elr, m.fenced) == (None, [0], {0})
+        m.apply(HoldHeartbeats(broker=0))
+        m.apply(Restart(broker=0))
+        assert m.brokers[0].registered, "the registration is not held"
+        assert (m.part.leader, m.part.elr, m.part.last_known_elr, m.fenced) == (None, [], [0], {0})
+        m.apply(heal)
+        assert (m.part.leader, m.part.elr, m.part.last_known_elr, m.fenced) == (0, [], [], set())
+
+
+def test_held_heartbeats_fence_a_running_broker() -> None:
+    m = cluster()
+    m.apply(HoldHeartbeats(broker=1))
+    assert 1 in m.fenced and m.part.isr == [0, 2]
+    m.apply(Heal(links=isolation_links(2, "all", BROKERS)))  # another broker's links: still held
+    assert 1 in m.fenced
+    m.apply(Heal(links=isolation_links(1, "all", BROKERS)))
+    assert 1 not in m.fenced

@@ -20,7 +20,7 @@ KILLED_BY = {
     "hwm-advances-under-min-isr": "scenario design-5.2.2-clean-elr-recovery [kip966]: step shrink-3",
     "unclean-broker-kept-in-elr": "scenario design-5.3.3-balanced-unclean-recovery [kip966]: step broker-2-back",
     "fenced-elr-member-elected": "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step outage",
-    "fenced-last-known-leader-elected": "rule check KAFKA-19522",
+    "fenced-last-known-leader-elected": "scenario kafka-19522-last-known-leader [kafka]: step registered-fenced",
     "balanced-inspects-every-replica":
         "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step quorum-back",
     "stale-broker-epoch-accepted": "scenario kip903-stale-broker-epoch [kip966]: step T3",

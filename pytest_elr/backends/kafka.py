@@ -33,6 +33,7 @@ from pytest_elr.actions import (
     Cut,
     Flush,
     Heal,
+    HoldHeartbeats,
     Pause,
     PowerOff,
     Produce,
@@ -55,10 +56,12 @@ from pytest_elr.core.outcomes import classify
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.faults import Faults
 from pytest_elr.faults.evidence import PowerOffRecord
+from pytest_elr.faults.network import BROKER_HEARTBEAT
 from pytest_elr.sut.admin import PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
 from pytest_elr.sut.errors import KafkaProtocolError, SutError
+from pytest_elr.sut.polling import await_value
 from pytest_elr.workload.drain import drain, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
 
@@ -209,6 +212,11 @@ class KafkaBackend(Backend):
         return None
 
     @_do.register
+    def _(self, action: HoldHeartbeats) -> Result:
+        self.faults.network.hold(action.broker, "controller", api_key=BROKER_HEARTBEAT)
+        return None
+
+    @_do.register
     def _(self, action: Shutdown) -> Result:
         self.faults.process.shutdown(action.broker, timeout_s=CLEAN_SHUTDOWN_TIMEOUT_S)
         return None
@@ -273,7 +281,9 @@ class KafkaBackend(Backend):
         if action.enabled:
             answers = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, 0)])
             for error in answers.result(timeout=PRODUCE_TIMEOUT_S).values():
-                code = error.args[0].code() if error is not None else None
+                # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
+                kafka_error = error.args[0] if isinstance(error, Exception) else error
+                code = kafka_error.code() if kafka_error is not None else None
                 if code not in (None, KafkaError.ELECTION_NOT_NEEDED, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE):
                     raise BackendError(f"unclean election of {self.topic}-0 refused: {error}")
         return None
@@ -318,10 +328,19 @@ class KafkaBackend(Backend):
 
     def _await_registered(self, broker: int) -> None:
         """The model registers a restarted broker at once; Kafka only after its old session (which
-        a killed JVM leaves behind) expires. Later steps rely on the new registration."""
+        a killed JVM leaves behind) expires. Later steps rely on the new registration.
+
+        A broker serves only once unfenced. With its heartbeats held it never is: its first held
+        heartbeat is the sign, as a broker sends heartbeats only after its registration is accepted."""
+        timeout_s = 30 + 2 * self.session_timeout_ms / 1000
+        network = self.faults.network
         try:
-            self.client.wait_serving(broker, timeout_s=30 + 2 * self.session_timeout_ms / 1000)
-        except SutError as exc:
+            if network.held_by(broker, BROKER_HEARTBEAT):
+                await_value(lambda: network.held_requests(broker, BROKER_HEARTBEAT), lambda n: n > 0,
+                            timeout_s=timeout_s, interval_s=0.1, what=f"broker {broker}'s first (held) heartbeat")
+            else:
+                self.client.wait_serving(broker, timeout_s=timeout_s)
+        except (SutError, TimeoutError) as exc:
             raise BackendError(str(exc)) from None
 
     # --- workload ----------------------------------------------------------------------------
@@ -425,7 +444,7 @@ class KafkaBackend(Backend):
             fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
             recovering=self._recovering(p),
-            held=tuple(sorted(s for s in {s for s, _ in network.holds} if network.held_requests(s) > 0)),
+            held=tuple(sorted(s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0)),
         )
 
     def _recovering(self, p: PartitionState) -> bool | None:

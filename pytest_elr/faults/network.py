@@ -35,7 +35,9 @@ AlterPartition by default, on src's connections to dst and delivers them when
 healed, while every other request flows. A broker sends AlterPartition on a
 connection of its own, so its heartbeats keep it unfenced however long the
 hold lasts: KIP-903's late AlterPartition, which a ``slow`` cannot stage (its
-heartbeats would be late too, and the broker fenced).
+heartbeats would be late too, and the broker fenced). Holding BrokerHeartbeat (63) instead lets a
+restarting broker's registration through and keeps it fenced: the window between an unclean
+registration and unfencing (KAFKA-19522), which otherwise lasts a fraction of a second.
 
 A broker whose links to a controller are cut or slowed may answer from stale metadata: after
 every change the set of such brokers is written into the cluster's ``metadata_lag`` (under
@@ -60,7 +62,8 @@ Group = Literal["brokers", "controller", "all"]
 CUT = "cut"
 SLOW = "slow"
 HOLD = "hold"
-ALTER_PARTITION = 56  # Kafka API key
+ALTER_PARTITION = 56  # Kafka API keys
+BROKER_HEARTBEAT = 63
 
 
 class NetworkFaults:
@@ -71,7 +74,8 @@ class NetworkFaults:
         # (src id, dst id) pairs whose src->dst data is currently dropped.
         self.cuts: set[tuple[int, int]] = set()
         self.slowed: dict[tuple[int, int], int] = {}
-        self.holds: set[tuple[int, int]] = set()
+        #: (src id, dst id, API key) of every hold in place
+        self.holds: set[tuple[int, int, int]] = set()
 
     # ------------------------------------------------------------ resolution
 
@@ -113,7 +117,7 @@ class NetworkFaults:
 
     def _remove(self, s: NodeSpec, d: NodeSpec, kind: str) -> None:
         self._toxi(s).remove_toxic(f"to-{d.name}", f"{kind}-upstream")
-        if kind != HOLD:
+        if not kind.startswith(HOLD):
             self._toxi(d).remove_toxic(f"to-{s.name}", f"{kind}-downstream")
 
     # ------------------------------------------------------------ API
@@ -138,11 +142,11 @@ class NetworkFaults:
         for s, d in links:
             self._remove(s, d, CUT)
             self._remove(s, d, SLOW)
-            if (s.node_id, d.node_id) in self.holds:  # removing it delivers what it held
-                self._remove(s, d, HOLD)
+            for held in [h for h in self.holds if h[:2] == (s.node_id, d.node_id)]:
+                self._remove(s, d, _hold_toxic(held[2]))  # removing it delivers what it held
+                self.holds.discard(held)
             self.cuts.discard((s.node_id, d.node_id))
             self.slowed.pop((s.node_id, d.node_id), None)
-            self.holds.discard((s.node_id, d.node_id))
         self._publish_lag()
         return time.monotonic() - t0
 
@@ -172,27 +176,34 @@ class NetworkFaults:
 
         Requests travel on the connections ``src`` opens, so only the upstream of ``src``'s
         proxy to ``dst`` is touched (unlike cut and slow, which act on data in either). A link
-        already held stays as it is: replacing its toxic would deliver what it holds.
+        already held for that key stays as it is: replacing its toxic would deliver what it holds.
+        Holds of different keys chain: each holds only the connections that carry its key
+        (AlterPartition and the heartbeats travel on channels of their own).
         """
         t0 = time.monotonic()
         for s, d in self._links(src, dst):
-            if (s.node_id, d.node_id) in self.holds:
+            if (s.node_id, d.node_id, api_key) in self.holds:
                 continue
-            self._toxi(s).add_toxic(f"to-{d.name}", f"{HOLD}-upstream", "kafka_hold", "upstream",
+            self._toxi(s).add_toxic(f"to-{d.name}", f"{_hold_toxic(api_key)}-upstream", "kafka_hold", "upstream",
                                     {"api_key": api_key})
-            self.holds.add((s.node_id, d.node_id))
+            self.holds.add((s.node_id, d.node_id, api_key))
         return time.monotonic() - t0
 
-    def held_requests(self, src: int) -> int:
-        """How many requests of the held API key ``src``'s holds keep back right now."""
+    def held_by(self, src: int, api_key: int = ALTER_PARTITION) -> bool:
+        """Whether ``src``'s requests with ``api_key`` are held on some link (held yet or not)."""
+        return any(s == src and key == api_key for s, _, key in self.holds)
+
+    def held_requests(self, src: int, api_key: int = ALTER_PARTITION) -> int:
+        """How many requests with ``api_key`` ``src``'s holds keep back right now."""
         total = 0
-        for s, d in self.holds:
-            if s != src:
+        for s, d, key in self.holds:
+            if s != src or key != api_key:
                 continue
             name = self.cluster.topology.node(d).name
             for toxic in self._toxi(self.cluster.topology.node(s)).toxics(f"to-{name}"):
-                if toxic.get("type") == "kafka_hold":
-                    total += int(toxic.get("attributes", {}).get("held", 0))
+                attributes = toxic.get("attributes", {})
+                if toxic.get("type") == "kafka_hold" and attributes.get("api_key") == api_key:
+                    total += int(attributes.get("held", 0))
         return total
 
     def isolate(self, node: int, from_: Group = "all") -> float:
@@ -214,3 +225,8 @@ class NetworkFaults:
     def _publish_lag(self) -> None:
         self.cluster.metadata_lag["network"] = frozenset(
             b for b in self.cluster.broker_ids if self.cut_from_controller(b))
+
+
+def _hold_toxic(api_key: int) -> str:
+    """The toxic's name: the AlterPartition hold keeps its first name, other keys get their own."""
+    return HOLD if api_key == ALTER_PARTITION else f"{HOLD}-{api_key}"

@@ -16,6 +16,7 @@ from pytest_elr.actions import (
     Cut,
     Flush,
     Heal,
+    HoldHeartbeats,
     Pause,
     PowerOff,
     Produce,
@@ -73,6 +74,8 @@ class ModelCluster:
     fenced: set[int] = field(default_factory=set)
     cut: set[Link] = field(default_factory=set)
     slow: set[Link] = field(default_factory=set)
+    #: brokers whose heartbeats the controller does not get: registered, never unfenced
+    heartbeats_held: set[int] = field(default_factory=set)
     pending_alter: AlterPartition | None = None
     rejected_alter: AlterPartition | None = None
     protocol_errors: list[str] = field(default_factory=list)
@@ -252,6 +255,16 @@ class ModelCluster:
         links = set(action.links) if action.links is not None else self.cut | self.slow
         self.cut -= links
         self.slow -= links
+        if action.links is None:
+            self.heartbeats_held.clear()
+        else:
+            self.heartbeats_held -= {int(src) for src, dst in links if dst == CONTROLLER and src != CONTROLLER}
+        return None
+
+    @_do.register
+    def _(self, action: HoldHeartbeats) -> Result:
+        self.heartbeats_held.add(action.broker)
+        self._note_down_broker(action.broker)
         return None
 
     @_do.register
@@ -486,7 +499,8 @@ class ModelCluster:
         # 1. Sessions that expired, in the order the brokers went away.
         order = self.down_order + [b for b in self.brokers_ids if b not in self.down_order]
         for b in order:
-            if b not in self.fenced and not self._round_trip(b, CONTROLLER, allow_slow=True):
+            heartbeats = self._round_trip(b, CONTROLLER, allow_slow=True) and b not in self.heartbeats_held
+            if b not in self.fenced and not heartbeats:
                 self.fenced.add(b)
                 controller.fence(part, b, ctx)
         # 2. Registrations of restarted brokers, then unfencing of those that can heartbeat.
@@ -507,7 +521,9 @@ class ModelCluster:
                 if broker.new_disk and b in part.replicas and self.profile.directory_ids:
                     controller.reassign_directory(part)
                 broker.new_disk = False
-            if b in self.fenced:
+            # KIP-966 "Delivery plan": elect the LastKnownLeader "once it is unfenced"; a broker
+            # is unfenced on a heartbeat that shows it caught up, so a held heartbeat keeps it out.
+            if b in self.fenced and b not in self.heartbeats_held:
                 self.fenced.discard(b)
                 if b in self.down_order:
                     self.down_order.remove(b)

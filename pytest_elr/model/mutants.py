@@ -4,8 +4,8 @@ The suite must notice every one; ``elr mutants`` (:mod:`pytest_elr.schedule.muta
 A mutant that only makes the invariants blind (the loss ledger's) fails no scenario by itself:
 ``NEGATIVE_CONTROLS`` are schedules on which a named invariant *must* fire (pre-ELR Kafka losing
 acknowledged records within KIP-966's tolerance), and a mutant that silences one is killed.
-``RULE_CHECKS`` hold one rule to the seeds on a state no schedule of the language reaches in the
-model (there, registration and unfencing are one step).
+``RULE_CHECKS`` hold one rule to the seeds on one hand-built state, the quickest check; the suite
+reaches the same state too (KAFKA-19522's: ``hold_heartbeats`` keeps a registered broker fenced).
 """
 
 from __future__ import annotations

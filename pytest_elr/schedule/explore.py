@@ -30,6 +30,7 @@ import json
 import re
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -278,6 +279,13 @@ class Explorer:
                 except BackendError as exc:
                     self.seen.counts["harness error"] += 1
                     self.say(f"{name}: harness error: {exc}")
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a bug of the harness must not end a long exploration
+                    self.seen.counts["harness error"] += 1
+                    trace = self.out / "runs" / f"{name}.traceback.txt"
+                    trace.write_text(traceback.format_exc())
+                    self.say(f"{name}: harness error (a bug of pytest-elr, traceback in {trace}): "
+                             f"{type(exc).__name__}: {exc}")
                     continue
                 kind = classify(result, outcome)
                 self.seen.counts[kind] += 1

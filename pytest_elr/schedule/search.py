@@ -31,6 +31,7 @@ from pytest_elr.actions import (
     Cut,
     Flush,
     Heal,
+    HoldHeartbeats,
     Pause,
     PowerOff,
     Produce,
@@ -142,6 +143,13 @@ class ProtocolMachine(RuleBasedStateMachine):
     @rule(b=st.sampled_from(BROKERS))
     def hold_alter_partition(self, b: int) -> None:
         self._do(Slow(links=((b, CONTROLLER),)))
+
+    @_enabled("hold")
+    @rule(victim=VICTIMS)
+    def hold_heartbeats(self, victim: int | str) -> None:
+        b = self._target(victim)
+        if b is not None:
+            self._do(HoldHeartbeats(broker=b))
 
     @_enabled("heal")
     @rule(b=st.sampled_from(BROKERS))
