@@ -52,9 +52,11 @@ def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path
     legacy = run_scenario(scenario, ModelBackend(), "legacy")
     assert legacy.passed, legacy.message
     assert legacy.verdict is not None and legacy.verdict.lost, "the replay must lose records"
-    for profile in ("kip966", "kafka"):
-        safe = run_scenario(scenario, ModelBackend(), profile)
-        assert safe.passed, safe.message  # the same schedule loses nothing with ELR
+    # The KIP's full design loses nothing on the same schedule. The `kafka` profile (the last known
+    # leader elected, no log inspection) can: with one crash and one lost disk it elects the lossy
+    # last leader (scenarios/kafka_last_leader_lossy_within_tolerance.elr.yaml, measured on Kafka).
+    safe = run_scenario(scenario, ModelBackend(), "kip966")
+    assert safe.passed, safe.message
 
 
 def test_compare_generates_runnable_schedules(tmp_path: Path) -> None:

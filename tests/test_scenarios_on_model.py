@@ -14,7 +14,9 @@ from pytest_elr.backends.model import ModelBackend
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.elr.yaml"))
+#: the scenarios the model can stage (``backends: {only: [kafka]}`` shows a finding about Kafka)
+SCENARIOS = [p for p in sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.elr.yaml"))
+             if load_scenario(p).runs_on("model")]
 RUNS = [(path, profile) for path in SCENARIOS for profile in load_scenario(path).profiles]
 
 

@@ -78,6 +78,7 @@ class ModelCluster:
     heartbeats_held: set[int] = field(default_factory=set)
     pending_alter: AlterPartition | None = None
     rejected_alter: AlterPartition | None = None
+    rejected_view: tuple[frozenset[int], tuple[int, ...]] | None = None  # ``_brokers_view`` at the refusal
     protocol_errors: list[str] = field(default_factory=list)
     #: order in which brokers became unreachable: the controller fences them in that order
     down_order: list[int] = field(default_factory=list)
@@ -269,6 +270,12 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Shutdown) -> Result:
+        if self._running(action.broker).paused:
+            # A stopped JVM cannot handle SIGTERM: it is resumed first, and its overdue heartbeat
+            # goes out before the controlled shutdown starts (found by elr explore on Kafka 4.4.0,
+            # confirmed 2/2: an ELR member paused, then shut down, was unfenced and elected first).
+            self.brokers[action.broker].paused = False
+            self.settle()
         self._stop(action.broker, clean=True)
         return None
 
@@ -539,16 +546,19 @@ class ModelCluster:
                 error = controller.alter_partition(part, req, ctx)
                 if error is not None:
                     self.protocol_errors.append(error)
-                    self.rejected_alter = req
+                    self.rejected_alter, self.rejected_view = req, self._brokers_view()
                 else:
                     joined = {b for b, _ in req.new_isr if b not in before}
                     self.unclean_restarted -= joined  # caught up: the leader let it in
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
-        # 4. Metadata reaches the brokers that can hear the controller.
+        # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
+        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2: a
+        # broker cut towards the controller never learnt the new leader, so never fetched from it).
+        # A held AlterPartition (``slow``) does not: the metadata fetches flow.
         for b in self.brokers_ids:
             broker = self.brokers[b]
-            if self._reachable(CONTROLLER, b):
+            if self._round_trip(b, CONTROLLER, allow_slow=True):
                 broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
         if len(part.isr) >= self.eff_min_isr:
             self.frozen_min_isr = self.eff_min_isr
@@ -613,9 +623,12 @@ class ModelCluster:
             and self.brokers[f].registered and self._round_trip(f, leader)
         }
         shrunk = [b for b in part.isr if b == leader or b in can_fetch]
+        # KIP-841: the leader adds only followers its metadata shows unfenced (Kafka's
+        # isReplicaIsrEligible); a fenced one that fetches waits outside (measured on 4.0.2 by
+        # elr explore: a broker whose heartbeats were held caught up and stayed out).
         caught_up = [
             f for f in sorted(can_fetch)
-            if f not in part.isr and self.follower_leo.get(f, 0) >= lead.hwm
+            if f not in part.isr and f not in self.fenced and self.follower_leo.get(f, 0) >= lead.hwm
             and self.follower_leo.get(f, 0) >= lead.leo
         ]
         if shrunk != part.isr:
@@ -634,9 +647,15 @@ class ModelCluster:
                 (b, self.follower_fetch_epoch.get(b, self.brokers[b].epoch)) for b in proposed
             ),
         )
-        if req == self.rejected_alter:
+        if req == self.rejected_alter and self._brokers_view() == self.rejected_view:
             return  # the same request was refused; wait until something changes
         self.pending_alter = req
+
+    def _brokers_view(self) -> tuple[frozenset[int], tuple[int, ...]]:
+        """What the controller checks an AlterPartition's members against: who is fenced, and
+        their broker epochs. Kafka's leader retries a refused ISR expansion on later fetches, so
+        once this changes (the member unfenced, say) the same request may be accepted."""
+        return frozenset(self.fenced), tuple(self.brokers[b].epoch for b in self.brokers_ids)
 
     def _extend_committed(self, lead: Replica) -> None:
         n = len(self.committed)

@@ -101,6 +101,10 @@ class Scenario:
     kafka_versions: SpecifierSet | None = None
     known_failures: tuple[KnownFailure, ...] = ()
 
+    def runs_on(self, backend: str) -> bool:
+        """Whether the scenario can be staged on ``backend`` (``backends: {only: [...]}``)."""
+        return self.backends is None or backend in self.backends
+
     def known_failure(self, version: str | None) -> KnownFailure | None:
         """The declared failure that covers this release, if any."""
         if version is None:
