@@ -29,6 +29,8 @@ COMMANDS: dict[str, Command] = {
                        "random schedules on Kafka, the model at every step; findings confirmed and shrunk"),
     "soak": Command("pytest_elr.schedule.soak:main", "repeat the negative-control pair or the suite on Kafka"),
     "check": Command("pytest_elr.checker.__main__:main", "the Spark checker's verdicts on run directories"),
+    "spark serve": Command("pytest_elr.checker.serve:main",
+                           "a warm Spark Connect server for pytest sessions (foreground; Ctrl-C stops it)"),
     "report": Command("pytest_elr.report.__main__:main", "the HTML report of some runs"),
     "bench model": Command("pytest_elr.model.bench:main", "model steps per second"),
     "bench suite": Command("pytest_elr.schedule.bench:suite_main", "wall time of the scenario suite on the model"),

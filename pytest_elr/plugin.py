@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from _pytest import junitxml  # the JUnit writer's stash key (no public accessor)
@@ -92,9 +93,15 @@ def _spark_cluster() -> str | None:
 
     for name in (ENV_REMOTE, ENV_MASTER):
         value = os.environ.get(name)
-        if value and not value.startswith("local"):
+        if value and not value.startswith("local") and not _loopback_connect(value):
             return f"{name}={value}"
     return None
+
+
+def _loopback_connect(url: str) -> bool:
+    """A Spark Connect server on this machine (``elr spark serve``): it reads the files this process
+    writes, temporary directory included."""
+    return urlsplit(url).scheme == "sc" and urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")
 
 
 def _unwritable_dir(path: Path) -> str | None:

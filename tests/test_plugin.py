@@ -298,3 +298,14 @@ def test_a_spark_cluster_needs_a_shared_history_dir(pytester: pytest.Pytester, m
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "PYTEST_ELR_SPARK_MASTER=spark://127.0.0.1:7077: the Spark job reads the histories" in result.stderr.str()
     assert "fix: --elr-history-dir on storage they share" in result.stderr.str()
+
+
+@pytest.mark.parametrize("url, refused", [("sc://127.0.0.1:15002", False), ("sc://localhost:15002", False),
+                                          ("sc://spark-connect:15002", True), ("sc://10.0.0.7:15002", True)])
+def test_a_connect_server_on_loopback_reads_the_temporary_directory(url: str, refused: bool) -> None:
+    from pytest_elr.plugin import _spark_cluster
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("PYTEST_ELR_SPARK_MASTER", raising=False)
+        mp.setenv("PYTEST_ELR_SPARK_REMOTE", url)
+        assert (_spark_cluster() is not None) == refused

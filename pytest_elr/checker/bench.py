@@ -6,6 +6,11 @@ runs sizes 1e5, 1e6, ... up to --records (or --sizes), each a synthetic run with
 records, checks it with Spark (``local[2]`` by default, JVM already warm) and with DuckDB
 (2 threads), asserts both find the same anomalies, and prints the times and their ratio.
 Histories are kept under --dir and reused by later runs. Needs ``pip install duckdb``.
+
+Spark reads the run's columnar copy (``events.parquet``), as it does a large run's under pytest:
+the copy is made first, the way a run makes it when its history closes, and its cost is timed and
+printed apart ("copy s"). ``--text`` also times the check from the JSON Lines alone (the copy
+ignored), ``--text-only`` only that.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import tempfile
 import time
 from typing import Any
 
+from pytest_elr.core import columnar
 from pytest_elr.core.history import EVENTS_FILE, META_FILE
 
 # The same checks as pytest_elr.checker.checks, in DuckDB SQL (counts only).
@@ -77,6 +83,10 @@ def duckdb_check(path: str, threads: int = 2) -> dict[str, int]:
     return dict(zip(names, row, strict=True))
 
 
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}"
+
+
 def _ensure(root: str, records: int, lose: int) -> str:
     from pytest_elr.checker.synth import generate
 
@@ -103,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--standalone", action="store_true",
                     help="run Spark on a standalone master with two 1-core workers started here (separate JVMs)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument("--text", action="store_true", help="also check from the JSON Lines alone")
+    ap.add_argument("--text-only", action="store_true", help="check from the JSON Lines alone")
     args = ap.parse_args(argv)
     if args.sizes:
         sizes = [int(float(s)) for s in args.sizes.split(",")]
@@ -135,35 +147,55 @@ def _bench(args: argparse.Namespace, sizes: list[int]) -> int:
     start_s = time.monotonic() - t0
     os.makedirs(args.dir, exist_ok=True)
     warm = _ensure(args.dir, 1000, 1)
+    if not args.text_only:  # the first check reads a copy, as the timed ones do
+        columnar.write(os.path.join(warm, EVENTS_FILE), min_bytes=0)
     t0 = time.monotonic()
     check_run(warm, spark=spark)
     warm_s = time.monotonic() - t0
     print(f"Spark {spark.version} {args.master}: session start {start_s:.1f} s, first check "
           f"(1,000 records) {warm_s:.1f} s; load average {os.getloadavg()[0]:.1f}; "
           f"{os.cpu_count()} CPUs", flush=True)  # fmt: skip
-    print(f"{'records':>11} {'lines':>11} {'MiB':>7} {'spark s':>8} {'duckdb s':>9} "
-          f"{'spark/duckdb':>12}  load", flush=True)  # fmt: skip
+    print(f"{'records':>11} {'lines':>11} {'MiB':>7} {'copy s':>7} {'spark s':>8} {'text s':>7} "
+          f"{'duckdb s':>9} {'spark/duckdb':>12}  load", flush=True)  # fmt: skip
     results: list[dict[str, Any]] = []
     for n in sizes:
         lose = 3 + n // 100_000
         path = _ensure(args.dir, n, lose)
         size = os.path.getsize(os.path.join(path, EVENTS_FILE)) / 2**20
-        t0 = time.monotonic()
-        v = check_run(path, spark=spark)
-        spark_s = time.monotonic() - t0
+        copy_s = spark_s = text_s = None
+        found = []
+        if not args.text_only:
+            t0 = time.monotonic()
+            if not columnar.write(os.path.join(path, EVENTS_FILE), min_bytes=0):
+                print(f"no columnar copy of {path}", file=sys.stderr)
+                return 1
+            copy_s = time.monotonic() - t0
+            t0 = time.monotonic()
+            found.append(check_run(path, spark=spark))
+            spark_s = time.monotonic() - t0
+        if args.text or args.text_only:
+            t0 = time.monotonic()
+            found.append(check_run(path, spark=spark, columnar=False))
+            text_s = time.monotonic() - t0
         t0 = time.monotonic()
         duck = duckdb_check(path)
         duck_s = time.monotonic() - t0
-        counts = {k: a.count for k, a in v.anomalies.items()}
-        if counts != duck or counts["lost"] != lose:
-            print(f"MISMATCH at {n}: spark {counts} duckdb {duck}", file=sys.stderr)
+        for v in found:
+            counts = {k: a.count for k, a in v.anomalies.items()}
+            if counts != duck or counts["lost"] != lose:
+                print(f"MISMATCH at {n}: spark {counts} duckdb {duck}", file=sys.stderr)
+                return 1
+        if len(found) == 2 and found[0].to_dict() != found[1].to_dict():
+            print(f"MISMATCH at {n}: the copy and the text give different findings", file=sys.stderr)
             return 1
         lines = 3 * n - lose + 9
         load = os.getloadavg()[0]
-        print(f"{n:>11,} {lines:>11,} {size:>7,.0f} {spark_s:>8.1f} {duck_s:>9.1f} "
-              f"{spark_s / duck_s:>12.2f}  {load:.1f}", flush=True)  # fmt: skip
-        results.append({"records": n, "lines": lines, "mib": round(size), "spark_s": spark_s,
-                        "duckdb_s": duck_s, "loadavg": load})  # fmt: skip
+        judged = spark_s if spark_s is not None else text_s
+        assert judged is not None
+        print(f"{n:>11,} {lines:>11,} {size:>7,.0f} {_s(copy_s):>7} {_s(spark_s):>8} {_s(text_s):>7} "
+              f"{duck_s:>9.1f} {judged / duck_s:>12.2f}  {load:.1f}", flush=True)  # fmt: skip
+        results.append({"records": n, "lines": lines, "mib": round(size), "copy_s": copy_s, "spark_s": spark_s,
+                        "text_s": text_s, "duckdb_s": duck_s, "loadavg": load})  # fmt: skip
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"spark_start_s": start_s, "master": args.master, "runs": results}, f,

@@ -178,13 +178,15 @@ def check_runs(
     *,
     spark: SparkSession | None = None,
     examples: int = DEFAULT_EXAMPLES,
+    columnar: bool = True,
 ) -> list[Findings]:
-    """Findings for the run directories ``paths``, in that order."""
-    with load_runs(spark or get_spark(), [str(p) for p in paths]) as loaded:
+    """Findings for the run directories ``paths``, in that order (``columnar``: read a run's fresh
+    columnar copy instead of its JSON Lines, :func:`~.load.load_runs`)."""
+    with load_runs(spark or get_spark(), [str(p) for p in paths], columnar=columnar) as loaded:
         return findings_from(loaded, examples=examples)
 
 
 def check_run(
-    path: str, *, spark: SparkSession | None = None, examples: int = DEFAULT_EXAMPLES
+    path: str, *, spark: SparkSession | None = None, examples: int = DEFAULT_EXAMPLES, columnar: bool = True
 ) -> Findings:
-    return check_runs([path], spark=spark, examples=examples)[0]
+    return check_runs([path], spark=spark, examples=examples, columnar=columnar)[0]

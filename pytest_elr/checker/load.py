@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -20,81 +20,26 @@ from urllib.parse import unquote, urlsplit
 from pyspark import StorageLevel
 from pyspark.sql import Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from pytest_elr.core.history import EVENT_TYPES, EVENTS_FILE, META_FILE, REQUIRED_FIELDS, SCHEMA
+from pytest_elr.checker.parquet import read_columnar
+from pytest_elr.checker.schema import (
+    ANALYSED,
+    CORRUPT,
+    EVENT_SCHEMA,
+    FIELD_TYPES,
+    INT,
+    LIST,
+    NUM,
+    OBJ,
+    STR,
+    reason,
+    used,
+)
+from pytest_elr.core.columnar import fresh as copy_is_fresh
+from pytest_elr.core.history import EVENTS_FILE, META_FILE, SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-PRODUCE_OPS = ("invoke", "ok", "fail", "info")
-CORRUPT = "_corrupt"
-
-_L = T.LongType()
-_S = T.StringType()
-_IDS = T.ArrayType(_L)
-
-# One schema for every event type: from_json leaves the fields a type doesn't have null.
-# ``args`` is an arbitrary object; a string field keeps its raw JSON text.
-EVENT_SCHEMA = T.StructType(
-    [
-        T.StructField("t", T.DoubleType()),
-        T.StructField("type", _S),
-        T.StructField("step", _S),
-        T.StructField("phase", _S),
-        T.StructField("action", _S),
-        T.StructField("args", _S),
-        T.StructField("leader", _L),
-        T.StructField("leader_epoch", _L),
-        T.StructField("isr", _IDS),
-        T.StructField("elr", _IDS),
-        T.StructField("last_known_elr", _IDS),
-        T.StructField("fenced", _IDS),
-        T.StructField("hwm", _L),
-        T.StructField("leo", T.MapType(_S, _L)),
-        T.StructField("broker", _L),
-        T.StructField("leo_before", _L),
-        T.StructField("leo_after", _L),
-        T.StructField("records_lost", _L),
-        T.StructField("bytes_lost", _L),
-        T.StructField("op", _S),
-        T.StructField("id", _L),
-        T.StructField("value", _S),
-        T.StructField("acks", _S),
-        T.StructField("partition", _L),
-        T.StructField("offset", _L),
-        T.StructField("error", _S),
-        T.StructField("reader", _S),
-        T.StructField("after", _S),
-        T.StructField(CORRUPT, _S),
-    ]
-)
-
-# JSON types per field, only to explain a malformed line in words (Spark already found it).
-_NUM, _INT, _STR, _LIST, _OBJ = "number", "integer", "string", "list", "object"
-_FIELD_TYPES: dict[str, str] = {
-    "t": _NUM, "type": _STR, "phase": _STR, "action": _STR, "args": _OBJ,
-    "leader": _INT, "leader_epoch": _INT, "isr": _LIST, "elr": _LIST,
-    "last_known_elr": _LIST, "fenced": _LIST, "hwm": _INT, "leo": _OBJ, "broker": _INT,
-    "leo_before": _INT, "leo_after": _INT, "records_lost": _INT, "bytes_lost": _INT,
-    "op": _STR, "id": _INT, "value": _STR, "acks": _STR, "partition": _INT, "offset": _INT,
-    "error": _STR, "reader": _STR, "after": _STR,
-}  # fmt: skip
-
-
-# Event fields the analysis uses (the others are validated, then dropped).
-ANALYSED = ("t", "type", "action", "leader", "isr", "hwm", "op", "id", "value", "acks",
-            "partition", "offset", "reader", "records_lost", "after")
-
-
-def _used() -> F.Column:
-    """Events some check or the rollup reads; the rest (sends' invokes, failures, steps) is
-    validated and counted for line numbers, but not cached: a third fewer rows to keep."""
-    t = F.col("type")
-    return t.isin("consume", "observe", "fault", "hwm_read", "loss_evidence") | (
-        (t == "produce") & (F.col("op") == "ok")
-    )
-
 
 class HistoryError(Exception):
     """A run directory that can't be analysed at all (no events file)."""
@@ -125,13 +70,14 @@ class Loaded:
     spark: SparkSession
     sources: list[Source]
     events: DataFrame  # the valid events the analysis uses (see _used)
-    cached: DataFrame  # what events is filtered from; persisted
+    cached: list[DataFrame]  # what events is filtered from; persisted
     lines: dict[int, int]  # run index -> number of lines in events.jsonl
     malformed: dict[int, list[dict[str, Any]]]  # run index -> entries, up to the limit
     malformed_count: dict[int, int]
 
     def close(self) -> None:
-        self.cached.unpersist()
+        for df in self.cached:
+            df.unpersist()
 
     def __enter__(self) -> Loaded:
         return self
@@ -230,69 +176,46 @@ def explain(text: str, spark_reason: str) -> str:
         return f"invalid JSON: {e.msg} (column {e.colno})"
     if not isinstance(obj, dict):
         return f"not a JSON object but {type(obj).__name__}"
-    for name, kind in _FIELD_TYPES.items():
+    for name, kind in FIELD_TYPES.items():
         v = obj.get(name)
         if v is None:
             continue
         ok = {
-            _NUM: isinstance(v, int | float) and not isinstance(v, bool),
-            _INT: isinstance(v, int) and not isinstance(v, bool),
-            _STR: isinstance(v, str | int | float),  # Spark reads numbers as strings too
-            _LIST: isinstance(v, list) and all(isinstance(x, int) for x in v),
-            _OBJ: isinstance(v, dict),
+            NUM: isinstance(v, int | float) and not isinstance(v, bool),
+            INT: isinstance(v, int) and not isinstance(v, bool),
+            STR: isinstance(v, str | int | float),  # Spark reads numbers as strings too
+            LIST: isinstance(v, list) and all(isinstance(x, int) for x in v),
+            OBJ: isinstance(v, dict),
         }[kind]
         if not ok:
             return f"field {name!r} should be {kind}, got {json.dumps(v)[:40]}"
     return spark_reason
 
 
-def _reason() -> F.Column:
-    """Null for a valid event, else a short reason (refined in Python by :func:`explain`)."""
-    c = F.col
-    reason = F.when(c(CORRUPT).isNotNull(), F.lit("invalid JSON or wrong field type"))
-    reason = reason.when(c("t").isNull(), F.lit("missing field 't'"))
-    reason = reason.when(c("type").isNull(), F.lit("missing field 'type'"))
-    reason = reason.when(
-        ~c("type").isin(*EVENT_TYPES), F.concat(F.lit("unknown event type "), c("type"))
-    )
-    for etype, names in REQUIRED_FIELDS.items():
-        for name in names:
-            reason = reason.when(
-                (c("type") == etype) & c(name).isNull(),
-                F.lit(f"{etype} event without field {name!r}"),
-            )
-    reason = reason.when(
-        (c("type") == "produce") & ~c("op").isin(*PRODUCE_OPS),
-        F.concat(F.lit("unknown produce op "), c("op")),
-    )
-    reason = reason.when(
-        (c("type") == "produce") & (c("op") == "ok") & c("acks").isNull(),
-        F.lit("produce ok without field 'acks'"),
-    )
-    return reason
-
-
 def load_runs(
-    spark: SparkSession, paths: Sequence[str], *, malformed_limit: int = 100
+    spark: SparkSession, paths: Sequence[str], *, malformed_limit: int = 100, columnar: bool = True
 ) -> Loaded:
     """Read the run directories ``paths`` (each holding meta.json and events.jsonl).
 
     Everything is read through Spark -- the client opens no file -- so a run directory only has
-    to be visible where Spark reads: on every executor, or on a Spark Connect server."""
+    to be visible where Spark reads: on every executor, or on a Spark Connect server. A run with a
+    fresh columnar copy (``events.parquet``, :mod:`pytest_elr.core.columnar`) is read from it
+    instead of its JSON Lines (``columnar=False``: never); the client only looks whether the copy
+    is there (a URI's run is always read as text)."""
     if not paths:
         raise HistoryError("no run directories given")
     sources = [Source(i, p) for i, p in enumerate(paths)]
     runs_of: dict[str, list[int]] = {}  # directory key -> indices of the runs naming it
     for r in sources:
         runs_of.setdefault(path_key(r.path), []).append(r.index)
-    dirs = list(dict.fromkeys(spark_path(r.path) for r in sources))  # each directory read once
 
     def runs_for(file: str) -> list[int]:
         return runs_of.get(posixpath.dirname(path_key(file)), [])
 
+    by_copy = [r for r in sources if columnar and not _is_uri(r.path) and copy_is_fresh(r.events_path)]
+    as_text = [r for r in sources if r not in by_copy]
+    dirs = list(dict.fromkeys(spark_path(r.path) for r in sources))  # each directory read once
     try:
-        events_text = _read_files(spark, dirs, EVENTS_FILE)
-        has_events = {i for f in events_text.inputFiles() for i in runs_for(f)}
         meta_rows = (
             _read_files(spark, dirs, META_FILE, wholetext=True)
             .select(F.input_file_name().alias("file"), "value")
@@ -302,10 +225,6 @@ def load_runs(
         if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
             raise HistoryError(f"{exc}".splitlines()[0]) from None
         raise
-    missing = [r for r in sources if r.index not in has_events]
-    if missing:
-        r = missing[0]
-        raise HistoryError(f"{r.events_path}: no such file (is {r.path} a run directory?)")
     meta_text: dict[int, str] = {}
     for row in meta_rows:
         for i in runs_for(row["file"]):
@@ -313,6 +232,54 @@ def load_runs(
     malformed: dict[int, list[dict[str, Any]]] = {
         r.index: _load_meta(r, meta_text.get(r.index)) for r in sources
     }
+    malformed_count = {r.index: len(malformed[r.index]) for r in sources}  # meta.json problems
+    lines: dict[int, int] = {r.index: 0 for r in sources}
+    parts: list[DataFrame] = []  # events, by the way they were read
+    cached: list[DataFrame] = []
+    if by_copy:
+        copied = read_columnar(spark, [(r.index, spark_path(r.path)) for r in by_copy])
+        lines.update(copied.lines)
+        # A line Spark calls malformed is reported from the text, with the line itself.
+        as_text += [r for r in by_copy if r.index in copied.flagged]
+        if copied.lines:
+            parts.append(copied.events)
+    if as_text:
+        text, parsed = _load_text(spark, as_text, runs_for, lines, malformed, malformed_count, malformed_limit)
+        parts.append(text)
+        cached.append(parsed)
+    events = parts[0]
+    for more in parts[1:]:
+        events = events.unionByName(more)
+    return Loaded(spark, sources, events, cached, lines, malformed, malformed_count)
+
+
+def _load_text(
+    spark: SparkSession,
+    sources: list[Source],
+    runs_for: Callable[[str], list[int]],
+    lines: dict[int, int],
+    malformed: dict[int, list[dict[str, Any]]],
+    malformed_count: dict[int, int],
+    malformed_limit: int,
+) -> tuple[DataFrame, DataFrame]:
+    """The runs ``sources`` read from their JSON Lines: (valid events, the cached parse). Fills
+    ``lines``, ``malformed`` and ``malformed_count`` for them."""
+    dirs = list(dict.fromkeys(spark_path(r.path) for r in sources))
+    try:
+        events_text = _read_files(spark, dirs, EVENTS_FILE)
+        has_events = {i for f in events_text.inputFiles() for i in runs_for(f)}
+    except Exception as exc:  # AnalysisException (classic and Connect): a path that isn't there
+        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+            raise HistoryError(f"{exc}".splitlines()[0]) from None
+        raise
+    missing = [r for r in sources if r.index not in has_events]
+    if missing:
+        r = missing[0]
+        raise HistoryError(f"{r.events_path}: no such file (is {r.path} a run directory?)")
+    wanted = {r.index for r in sources}
+
+    def text_runs(file: str) -> list[int]:
+        return [i for i in runs_for(file) if i in wanted]
 
     # Line numbers without a global sort: within one file split (block) rows keep file order
     # and consecutive monotonically_increasing_id values, so a line is the count of rows in
@@ -334,14 +301,14 @@ def load_runs(
         )
         .select("_file", "_block", "_mid", "_text", "e.*")
         # Blank lines carry nothing and are no error: reason "" (kept for the line count).
-        .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(_reason()))
+        .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(reason()))
         # Only what the checks and the rollup use is cached (nulls cost next to nothing);
         # raw text only where it explains an error.
         .select(
             "_file",
             "_block",
             "_mid",
-            *[F.when(F.col("_reason").isNull() & _used(), F.col(n)).alias(n) for n in ANALYSED],
+            *[F.when(F.col("_reason").isNull() & used(), F.col(n)).alias(n) for n in ANALYSED],
             F.when(F.col("_reason") != "", F.col("_text")).alias("_text"),
             "_reason",
         )
@@ -358,9 +325,8 @@ def load_runs(
     for b in sorted(blocks, key=lambda b: (b["_file"], b["_block"])):
         bases[(b["_file"], b["_block"])] = (b["_mid0"], file_lines.get(b["_file"], 0))
         file_lines[b["_file"]] = file_lines.get(b["_file"], 0) + b["n"]
-    lines: dict[int, int] = {r.index: 0 for r in sources}
     for file, n in file_lines.items():
-        for i in runs_for(file):
+        for i in text_runs(file):
             lines[i] = n
 
     def line_of(file: str, block: int, mid: int) -> int:
@@ -382,23 +348,23 @@ def load_runs(
         .filter(F.col("_rn") <= malformed_limit)
         .collect()
     )
-    malformed_count = {r.index: len(malformed[r.index]) for r in sources}  # meta.json problems
+    by_index = {r.index: r for r in sources}
     counted: set[int] = set()
     for row in sorted(bad_rows, key=lambda r: (r["_file"], r["_block"], r["_mid"])):
         line = line_of(row["_file"], row["_block"], row["_mid"])
-        for i in runs_for(row["_file"]):
-            r = sources[i]
-            reason = explain(row["_text"], row["_reason"])
-            if line == lines[r.index] and reason.startswith("invalid JSON"):
-                reason += " (truncated last line?)"
-            malformed[r.index].append(_malformed(r.events_path, line, reason, row["_text"]))
+        for i in text_runs(row["_file"]):
+            r = by_index[i]
+            why = explain(row["_text"], row["_reason"])
+            if line == lines[r.index] and why.startswith("invalid JSON"):
+                why += " (truncated last line?)"
+            malformed[r.index].append(_malformed(r.events_path, line, why, row["_text"]))
             if r.index not in counted:
                 counted.add(r.index)
                 malformed_count[r.index] += row["_n"]
 
     base_df = spark.createDataFrame(
         [(file, block, run, mid0, before)
-         for (file, block), (mid0, before) in bases.items() for run in runs_for(file)],
+         for (file, block), (mid0, before) in bases.items() for run in text_runs(file)],
         "_file string, _block long, run int, _mid0 long, _before long",
     )  # fmt: skip
     events = (
@@ -410,4 +376,4 @@ def load_runs(
             *ANALYSED,
         )
     )
-    return Loaded(spark, sources, events, parsed, lines, malformed, malformed_count)
+    return events, parsed

@@ -28,13 +28,19 @@ if TYPE_CHECKING:
 c = F.col
 
 
-def under_min_isr(events: DataFrame, min_isr: DataFrame) -> DataFrame:
+def _end(events: DataFrame) -> DataFrame:
+    """(run, t_end): the time of each run's last event."""
+    return events.groupBy("run").agg(F.max("t").alias("t_end"))
+
+
+def under_min_isr(events: DataFrame, min_isr: DataFrame, end: DataFrame | None = None) -> DataFrame:
     """Seconds per run with fewer in-sync replicas than min ISR.
 
-    An observation holds until the next one; the last one until the run's last event.
-    ``min_isr``: (run, min_isr) for the runs whose meta.json gives it.
+    An observation holds until the next one; the last one until the run's last event (``end``:
+    (run, t_end), by default from ``events``). ``min_isr``: (run, min_isr) for the runs whose
+    meta.json gives it.
     """
-    end = events.groupBy("run").agg(F.max("t").alias("t_end"))
+    end = _end(events) if end is None else end
     w = Window.partitionBy("run").orderBy("line")
     obs = events.filter((c("type") == "observe") & c("isr").isNotNull()).select(
         "run", "t", "isr", F.lead("t").over(w).alias("t_next")
@@ -114,11 +120,11 @@ def time_to_leader(events: DataFrame) -> DataFrame:
     )
 
 
-def unavailability(events: DataFrame) -> DataFrame:
+def unavailability(events: DataFrame, end: DataFrame | None = None) -> DataFrame:
     """Per run: windows without a leader (consecutive leaderless observations make one window; an
-    observation holds until the next one, the last one until the run's last event): how many, their
-    total and the longest, in seconds."""
-    end = events.groupBy("run").agg(F.max("t").alias("t_end"))
+    observation holds until the next one, the last one until the run's last event -- ``end``, as in
+    :func:`under_min_isr`): how many, their total and the longest, in seconds."""
+    end = _end(events) if end is None else end
     w = Window.partitionBy("run").orderBy("line")
     obs = (
         events.filter(c("type") == "observe")
@@ -188,6 +194,44 @@ class RollupRow:
         return d
 
 
+def per_run(
+    events: DataFrame, min_isr: DataFrame
+) -> tuple[dict[int, float], dict[int, list[float]], dict[int, Any], dict[int, Any], dict[int, int]]:
+    """Every per-run figure of the rollup in ONE Spark job: seconds under min ISR, seconds to a new
+    leader per fault, unavailability windows, records at stake, faults. The events the figures read
+    (observations, faults, loss evidence: a few per run) are picked once, with each run's end;
+    the four computations share that input and their windows' shuffle."""
+    few = events.filter(c("type").isin("observe", "fault", "loss_evidence"))
+    end = _end(events)
+    ttl = time_to_leader(few).groupBy("run").agg(F.collect_list("seconds").alias("ttl"))
+    faults = few.filter(c("type") == "fault").groupBy("run").agg(F.count(F.lit(1)).alias("faults"))
+    joined = (
+        under_min_isr(few, min_isr, end)
+        .join(unavailability(few, end), "run", "full")
+        .join(records_at_stake(few), "run", "full")
+        .join(faults, "run", "full")
+        .join(ttl, "run", "full")
+    )
+    under: dict[int, float] = {}
+    ttls: dict[int, list[float]] = {}
+    down: dict[int, Any] = {}
+    stake: dict[int, Any] = {}
+    counts: dict[int, int] = {}
+    for r in joined.collect():
+        run = r["run"]
+        if r["under_min_isr_s"] is not None:
+            under[run] = r["under_min_isr_s"]
+        if r["ttl"]:
+            ttls[run] = list(r["ttl"])
+        if r["windows"] is not None:
+            down[run] = r
+        if r["lossy_faults"] is not None:
+            stake[run] = r
+        if r["faults"] is not None:
+            counts[run] = r["faults"]
+    return under, ttls, down, stake, counts
+
+
 def rollup_from(loaded: Loaded, findings: Sequence[Findings]) -> list[RollupRow]:
     spark = loaded.spark
     ev = loaded.events
@@ -196,22 +240,9 @@ def rollup_from(loaded: Loaded, findings: Sequence[Findings]) -> list[RollupRow]
         for source in loaded.sources
         if isinstance(source.meta.get("min_insync_replicas"), int)
     ]
-    under: dict[int, float] = {}
-    if mins:
-        min_df = spark.createDataFrame(mins, "run int, min_isr int")
-        under = {r["run"]: r["under_min_isr_s"] for r in under_min_isr(ev, min_df).collect()}
-        for idx, _ in mins:  # min ISR known but no observation: nothing measured, 0 s
-            under.setdefault(idx, 0.0)
-    ttl: dict[int, list[float]] = {}
-    for r in time_to_leader(ev).collect():
-        ttl.setdefault(r["run"], []).append(r["seconds"])
-    down = {r["run"]: r for r in unavailability(ev).collect()}
-    stake = {r["run"]: r for r in records_at_stake(ev).collect()}
-    faults = {
-        r["run"]: r["n"]
-        for r in ev.filter(c("type") == "fault").groupBy("run").agg(F.count(F.lit(1)).alias("n"))
-        .collect()
-    }
+    under, ttl, down, stake, faults = per_run(ev, spark.createDataFrame(mins, "run int, min_isr int"))
+    for idx, _ in mins:  # min ISR known but no observation: nothing measured, 0 s
+        under.setdefault(idx, 0.0)
 
     groups: dict[GroupKey, RollupRow] = {}
     for source, v in zip(loaded.sources, findings, strict=True):

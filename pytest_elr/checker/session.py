@@ -132,6 +132,10 @@ def _build(settings: SparkSettings) -> SparkSession:
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
                 builder = builder.config("spark.driver.host", "127.0.0.1")
                 builder = builder.config("spark.driver.bindAddress", "127.0.0.1")
+                # Adaptive execution re-plans every stage: on one machine with a handful of shuffle
+                # partitions it only costs (1 M records, alternating A/B, load 14-25: 40-49 s
+                # without it, 57-83 s with it; docs/performance.md).
+                builder = builder.config("spark.sql.adaptive.enabled", "false")
         builder = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
