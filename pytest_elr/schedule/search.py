@@ -31,6 +31,7 @@ from pytest_elr.actions import (
     Cut,
     Flush,
     Heal,
+    HoldDirAssignments,
     HoldHeartbeats,
     Pause,
     PowerOff,
@@ -145,11 +146,14 @@ class ProtocolMachine(RuleBasedStateMachine):
         self._do(Slow(links=((b, CONTROLLER),)))
 
     @_enabled("hold")
-    @rule(victim=VICTIMS)
-    def hold_heartbeats(self, victim: int | str) -> None:
+    @rule(victim=VICTIMS, requests=st.sampled_from(("heartbeats", "dir_assignments")))
+    def hold_heartbeats(self, victim: int | str, requests: str) -> None:
+        # One rule for both holds of a broker's controller requests, so that adding the second
+        # kept the derandomized draws of the schedules without "hold" (tests/test_property_search.py).
+        # Held directory assignments bite when the broker comes back on a new disk (replace_disk).
         b = self._target(victim)
         if b is not None:
-            self._do(HoldHeartbeats(broker=b))
+            self._do(HoldHeartbeats(broker=b) if requests == "heartbeats" else HoldDirAssignments(broker=b))
 
     @_enabled("heal")
     @rule(b=st.sampled_from(BROKERS))
