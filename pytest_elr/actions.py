@@ -330,6 +330,19 @@ class HoldHeartbeats(BrokerAction):
 
 
 @dataclass(frozen=True)
+class HoldDirAssignments(BrokerAction):
+    """Hold the broker's AssignReplicasToDirs requests to the controller (delivered when healed);
+    its heartbeats, metadata and AlterPartition flow. A broker that comes back on a new disk (a new
+    directory id, KIP-858) then serves and rejoins the ISR while the controller still has its
+    replica in the old directory, which is not online: Kafka elects no replica there. Healed like
+    ``hold_heartbeats`` (``heal: all``, ``heal: <broker>``, ``heal: {from: <broker>, to:
+    controller}``); the partition moves to the new directory when the request lands."""
+
+    kind: ClassVar[str] = "hold_dir_assignments"
+    draw: ClassVar[Draw | None] = "net"
+
+
+@dataclass(frozen=True)
 class Shutdown(BrokerAction):
     """Clean shutdown: controlled shutdown, logs flushed, clean-shutdown marker written."""
 
@@ -490,8 +503,8 @@ class Wait(Action):
 
 
 __all__ = [
-    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal", "HoldHeartbeats",
-    "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume", "SetMinIsr",
-    "Shutdown", "Slow", "UncleanElection", "Wait", "action_forms", "action_from_event", "unhandled",
+    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal", "HoldDirAssignments",
+    "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume",
+    "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait", "action_forms", "action_from_event", "unhandled",
 ]
 

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from pytest_elr.actions import Crash, Cut, Heal, HoldHeartbeats, PowerOff, Produce, Restart, SetMinIsr, Shutdown
+from pytest_elr.actions import (
+    Crash,
+    Cut,
+    Heal,
+    HoldDirAssignments,
+    HoldHeartbeats,
+    PowerOff,
+    Produce,
+    ReplaceDisk,
+    Restart,
+    SetMinIsr,
+    Shutdown,
+)
 from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster
@@ -138,3 +150,62 @@ def test_held_heartbeats_fence_a_running_broker() -> None:
     assert 1 in m.fenced
     m.apply(Heal(links=isolation_links(1, "all", BROKERS)))
     assert 1 not in m.fenced
+
+
+def _isr_member_without_its_directory(profile: str = "kafka") -> ModelCluster:
+    """Broker 1 back on a new disk with its directory assignment held: it rejoins the ISR."""
+    m = cluster(profile)
+    m.apply(HoldDirAssignments(broker=1))
+    m.apply(ReplaceDisk(broker=1))
+    assert (m.part.leader, m.part.isr, m.fenced) == (0, [0, 1, 2], set())
+    m.apply(Crash(broker=2))
+    assert (m.part.isr, m.part.elr) == ([0, 1], [])
+    return m
+
+
+def test_a_replica_whose_directory_is_not_online_is_not_elected() -> None:
+    """KIP-858 directory ids (``directory_online``): the ISR member stays, unelected."""
+    m = _isr_member_without_its_directory()
+    assert 1 in m.dir_pending
+    m.apply(Crash(broker=0))
+    assert (m.part.leader, m.part.isr, m.part.elr) == (None, [1], [0])
+    epoch = m.part.partition_epoch
+    m.apply(Restart(broker=0))  # unclean: out of the ELR; 1 still not electable
+    assert (m.part.leader, m.part.isr, m.part.elr) == (None, [1], [])
+    m.apply(Heal(links=((1, CONTROLLER),)))  # the assignment lands: a partition change, no election
+    assert m.part.partition_epoch == epoch + 2 and m.part.leader is None and not m.dir_pending
+    m.apply(Restart(broker=2))  # the next event elects broker 1
+    assert (m.part.leader, m.part.last_known_elr) == (1, [])
+
+
+def test_last_known_elr_records_the_leader_that_goes_while_the_isr_stays() -> None:
+    """KIP-966 "Other behaviors" 7b, Kafka's rule since 4.1.1 (PR #20629): the leader that goes
+    without a successor is recorded, even though the ISR is not empty."""
+    m = _isr_member_without_its_directory()
+    m.apply(Crash(broker=0))
+    assert m.part.last_known_elr == [0]
+    m.apply(Restart(broker=0))
+    assert m.part.last_known_elr == [0]
+
+
+def test_last_known_elr_keeps_the_first_leader_recorded() -> None:
+    """Recorded only while LastKnownElr is empty; an election empties it."""
+    m = cluster("kafka")
+    isolate(m, 1)
+    isolate(m, 2)
+    m.apply(Crash(broker=0))
+    assert (m.part.leader, m.part.last_known_elr) == (None, [0])
+    m.apply(Heal(links=isolation_links(2, "all", BROKERS)))
+    assert (m.part.leader, m.part.last_known_elr) == (2, [])
+
+
+def test_held_directory_assignments_change_nothing_without_a_new_disk() -> None:
+    for profile in ("kafka", "kip966", "legacy"):
+        m = cluster(profile)
+        m.apply(HoldDirAssignments(broker=1))
+        m.apply(Crash(broker=0))
+        assert m.part.leader == 1, profile
+    k = _isr_member_without_its_directory("kip966")  # no directory ids: nothing is pending
+    assert not k.dir_pending
+    k.apply(Crash(broker=0))
+    assert k.part.leader == 1

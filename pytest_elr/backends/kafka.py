@@ -33,6 +33,7 @@ from pytest_elr.actions import (
     Cut,
     Flush,
     Heal,
+    HoldDirAssignments,
     HoldHeartbeats,
     Pause,
     PowerOff,
@@ -56,7 +57,7 @@ from pytest_elr.core.outcomes import classify
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.faults import Faults
 from pytest_elr.faults.evidence import PowerOffRecord
-from pytest_elr.faults.network import BROKER_HEARTBEAT
+from pytest_elr.faults.network import ASSIGN_REPLICAS_TO_DIRS, BROKER_HEARTBEAT
 from pytest_elr.sut.admin import PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
@@ -214,6 +215,11 @@ class KafkaBackend(Backend):
     @_do.register
     def _(self, action: HoldHeartbeats) -> Result:
         self.faults.network.hold(action.broker, "controller", api_key=BROKER_HEARTBEAT)
+        return None
+
+    @_do.register
+    def _(self, action: HoldDirAssignments) -> Result:
+        self.faults.network.hold(action.broker, "controller", api_key=ASSIGN_REPLICAS_TO_DIRS)
         return None
 
     @_do.register

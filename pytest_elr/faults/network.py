@@ -64,6 +64,7 @@ SLOW = "slow"
 HOLD = "hold"
 ALTER_PARTITION = 56  # Kafka API keys
 BROKER_HEARTBEAT = 63
+ASSIGN_REPLICAS_TO_DIRS = 73
 
 
 class NetworkFaults:

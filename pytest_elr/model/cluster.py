@@ -17,6 +17,7 @@ from pytest_elr.actions import (
     Cut,
     Flush,
     Heal,
+    HoldDirAssignments,
     HoldHeartbeats,
     Pause,
     PowerOff,
@@ -78,6 +79,10 @@ class ModelCluster:
     slow: set[Link] = field(default_factory=set)
     #: brokers whose heartbeats the controller does not get: registered, never unfenced
     heartbeats_held: set[int] = field(default_factory=set)
+    #: brokers whose AssignReplicasToDirs requests the controller does not get
+    assignments_held: set[int] = field(default_factory=set)
+    #: brokers back on a new disk whose replica the controller still has in the old directory
+    dir_pending: set[int] = field(default_factory=set)
     pending_alter: AlterPartition | None = None
     rejected_alter: AlterPartition | None = None
     rejected_view: tuple[frozenset[int], tuple[int, ...]] | None = None  # ``_brokers_view`` at the refusal
@@ -131,6 +136,7 @@ class ModelCluster:
             is_unfenced=self._is_unfenced,
             broker_epoch=self._broker_epoch,
             log_info=self._log_info,
+            has_online_dir=self._has_online_dir,
         )
         self.settle()
 
@@ -140,6 +146,9 @@ class ModelCluster:
 
     def _broker_epoch(self, broker: int) -> int:
         return self.brokers[broker].epoch
+
+    def _has_online_dir(self, broker: int) -> bool:
+        return broker not in self.dir_pending
 
     def _log_info(self, broker: int) -> tuple[int, int]:
         return self.logs[broker].last_epoch(), self.logs[broker].leo
@@ -277,8 +286,16 @@ class ModelCluster:
         self.slow -= links
         if action.links is None:
             self.heartbeats_held.clear()
+            self.assignments_held.clear()
         else:
-            self.heartbeats_held -= {int(src) for src, dst in links if dst == CONTROLLER and src != CONTROLLER}
+            to_controller = {int(src) for src, dst in links if dst == CONTROLLER and src != CONTROLLER}
+            self.heartbeats_held -= to_controller
+            self.assignments_held -= to_controller
+        return None
+
+    @_do.register
+    def _(self, action: HoldDirAssignments) -> Result:
+        self.assignments_held.add(action.broker)
         return None
 
     @_do.register
@@ -545,8 +562,16 @@ class ModelCluster:
                         self.quorum_shrunk_by = f"broker {b} registered after an unclean shutdown"
                     controller.register_unclean(part, b, ctx)
                 if broker.new_disk and b in part.replicas and self.profile.directory_ids:
-                    controller.reassign_directory(part)
+                    self.dir_pending.add(b)
                 broker.new_disk = False
+            # The replica's directory assignment, unless held (it lands once healed). A hold longer
+            # than the broker's request timeout (30 s) leaves resent copies that land right after
+            # the first: timing decides whether one comes (``controller.assignment_resent``).
+            if b in self.dir_pending and b not in self.assignments_held:
+                self.dir_pending.discard(b)
+                controller.reassign_directory(part)
+                if self.timing is not None and self.timing.choose((False, True)):
+                    controller.assignment_resent(part, ctx)
             # KIP-966 "Delivery plan": elect the LastKnownLeader "once it is unfenced"; a broker
             # is unfenced on a heartbeat that shows it caught up, so a held heartbeat keeps it out.
             if b in self.fenced and b not in self.heartbeats_held:

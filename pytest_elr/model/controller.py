@@ -4,13 +4,14 @@ it implements. Read top to bottom, the module follows the order in which the mod
 1. The threshold every rule compares against: ``effective_min_isr``.
 2. The events, in the order ``ModelCluster._controller_round`` handles them in a settle round:
    ``fence`` -> ``register_unclean`` -> ``reassign_directory`` -> ``unfence`` -> ``alter_partition``
+   (a held directory assignment lands as ``reassign_directory`` too, once healed)
    (``reject_alter_partition`` first); then ``change_min_isr``, which its action calls directly
    (as a clean shutdown calls ``fence``).
 3. The partition change an ISR change builds, step by step like Kafka's
    ``PartitionChangeBuilder.build()``: ``propose_isr`` -> ``keep_last_isr_member`` (legacy) or
-   ``clear_elr_at_min_isr`` / ``extend_elr_under_min_isr`` -> ``record_last_known_leader``
-   (kafka) -> ``bump`` -> ``maybe_elect`` -> ``choose_leader`` (``electable``,
-   ``last_known_leader``, ``unclean_recovery``) -> ``bump``.
+   ``clear_elr_at_min_isr`` / ``extend_elr_under_min_isr`` -> ``bump`` -> ``maybe_elect`` ->
+   ``choose_leader`` (``electable``, ``directory_online``, ``last_known_leader``,
+   ``unclean_recovery``) -> ``record_last_known_leader`` (kafka, when no one is elected) -> ``bump``.
 4. The rules the leader applies against the controller's ISR (``ModelCluster._produce`` and
    ``_leader_round``): ``produce_rejection`` -> ``hwm_may_advance`` -> ``advance_hwm`` ->
    ``lagging_leave`` (which lagging followers its next AlterPartition removes: where timing
@@ -41,6 +42,9 @@ class ControllerContext:
     broker_epoch: Callable[[int], int]
     #: (last leader epoch in the log, log end offset) of a live replica, for unclean recovery
     log_info: Callable[[int], tuple[int, int]]
+    #: whether the controller has the broker's replica in a directory that is online (KIP-858:
+    #: Kafka elects no replica in a directory it does not know online; ``directory_online``)
+    has_online_dir: Callable[[int], bool] = lambda broker: True
     #: the topic's unclean.leader.election.enable
     unclean_election: bool = False
     #: unclean elections made because unclean.leader.election.enable was on (the operator chose
@@ -132,6 +136,21 @@ def reassign_directory(part: PartitionRecord) -> None:
     Mutation switch: none.
     """
     bump(part, leader_change=False)
+
+
+def assignment_resent(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """A resent copy of a directory assignment that already landed: its partition change finds
+    the replica's directory online, so a leaderless partition elects it (an ISR member, or an ELR
+    member while the ISR is empty) -- what Kafka's assignment handler does from 4.3.0, its change
+    built with the ELR rules. 4.0.x to 4.2.x build it without them (apache/kafka PR #20716): the
+    election then leaves LastKnownElr as it was, e.g. [0] under the new leader.
+
+    Seed: none (KIP-858 directory ids). Measured on Kafka 4.1.0: a hold of about 200 s, healed,
+    elected the ISR member without another event (scenarios/kafka_20629_last_known_elr_isr_left).
+
+    Mutation switch: none.
+    """
+    maybe_elect(part, ctx)
 
 
 def unfence(part: PartitionRecord, ctx: ControllerContext) -> None:
@@ -255,7 +274,6 @@ def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerConte
             clear_elr_at_min_isr(part, ctx)
         else:
             extend_elr_under_min_isr(part, proposed, ctx)
-        record_last_known_leader(part, proposed, ctx)
         part.isr = proposed
     bump(part, leader_change=False)
     maybe_elect(part, ctx)
@@ -308,17 +326,21 @@ def extend_elr_under_min_isr(part: PartitionRecord, proposed: list[int], ctx: Co
         part.last_known_elr = part.ordered(set(part.last_known_elr) - set(proposed) - elr)
 
 
-def record_last_known_leader(part: PartitionRecord, proposed: list[int], ctx: ControllerContext) -> None:
-    """``kafka`` only: when the ISR first becomes empty, LastKnownElr records the leader of that
-    moment (Kafka 4.x keeps it in LastKnownElr, docs/model.md "Profiles and Kafka").
+def record_last_known_leader(part: PartitionRecord, gone: int, ctx: ControllerContext) -> None:
+    """``kafka`` only: when a change takes the leader away and elects no one, LastKnownElr records
+    that leader, unless it already holds one (Kafka 4.x keeps it in LastKnownElr, docs/model.md
+    "Profiles and Kafka"). Kafka's rule since 4.1.1 (apache/kafka PR #20629, #20655 on 4.1);
+    4.0.x and 4.1.0 recorded the leader when a change emptied the ISR instead, which differs when
+    the leader goes while an ISR member is left that cannot be elected (its directory not online):
+    they record nothing there (scenarios/kafka_20629_last_known_elr_isr_left.elr.yaml).
 
     KIP-966, "Other behaviors" 7b: "The controller will record the last ISR member (the leader)
     when it is fenced."
 
     Mutation switch: none.
     """
-    if not proposed and part.isr and ctx.profile.last_known is LastKnown.LAST_LEADER and part.leader is not None:
-        part.last_known_elr = [part.leader]
+    if ctx.profile.last_known is LastKnown.LAST_LEADER and not part.last_known_elr:
+        part.last_known_elr = [gone]
 
 
 def bump(part: PartitionRecord, leader_change: bool) -> None:
@@ -355,6 +377,7 @@ def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
     leader, unclean = choose_leader(part, ctx)
     if leader is None:
         if current is not None:
+            record_last_known_leader(part, current, ctx)
             part.leader = None
             bump(part, leader_change=True)
         return
@@ -429,7 +452,22 @@ def electable(broker: int, ctx: ControllerContext) -> bool:
 
     Mutation switch: ``Rules.elect_only_unfenced``.
     """
-    return ctx.is_unfenced(broker) or not ctx.profile.rules.elect_only_unfenced
+    return (ctx.is_unfenced(broker) or not ctx.profile.rules.elect_only_unfenced) and directory_online(broker, ctx)
+
+
+def directory_online(broker: int, ctx: ControllerContext) -> bool:
+    """``kafka``, ``legacy``: a replica is elected only while the controller has it in a directory
+    the broker registered online. A broker back on a new disk has a new directory id; until its
+    AssignReplicasToDirs lands, the partition still names the old one, so the replica may sit in
+    the ISR (AlterPartition does not look at directories) and still not be elected.
+
+    Seed: none (KIP-858 directory ids, outside the seeds; Kafka's ``LeaderAcceptor`` checks
+    ``hasOnlineDir`` for every candidate, the last known leader included since 4.1.0). Measured:
+    scenarios/kafka_20629_last_known_elr_isr_left.elr.yaml.
+
+    Mutation switch: none.
+    """
+    return not ctx.profile.directory_ids or ctx.has_online_dir(broker)
 
 
 def last_known_leader(part: PartitionRecord, ctx: ControllerContext) -> int | None:
@@ -464,7 +502,7 @@ def unclean_leader_election(part: PartitionRecord, ctx: ControllerContext) -> in
     if not ctx.unclean_election or ctx.profile.last_known is LastKnown.ELR_SET:
         return None
     for b in part.replicas:
-        if ctx.is_unfenced(b):
+        if ctx.is_unfenced(b) and directory_online(b, ctx):
             return b
     return None
 
