@@ -136,6 +136,16 @@ def discover(paths: Sequence[str]) -> list[str]:
     return found
 
 
+def local_rows(spark: SparkSession, rows: Sequence[Sequence[Any]], ddl: str) -> DataFrame:
+    """A small table made on the driver, e.g. ``local_rows(spark, [(0, 2)], "run int, min_isr int")``.
+
+    Sent as ONE JSON literal that Spark parses: ``spark.createDataFrame`` makes a Python RDD, whose
+    first use costs a cold JVM seconds (unpickling classes; measured 5.7 s at load 12, docs/performance.md)."""
+    names = [part.split()[0] for part in ddl.split(",")]
+    text = json.dumps([dict(zip(names, row, strict=True)) for row in rows])
+    return spark.range(1).select(F.inline(F.from_json(F.lit(text), f"array<struct<{ddl}>>")))
+
+
 def _malformed(file: str, line: int | None, error: str, text: str | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"file": file, "line": line, "error": error}
     if text is not None:
@@ -362,7 +372,8 @@ def _load_text(
                 counted.add(r.index)
                 malformed_count[r.index] += row["_n"]
 
-    base_df = spark.createDataFrame(
+    base_df = local_rows(
+        spark,
         [(file, block, run, mid0, before)
          for (file, block), (mid0, before) in bases.items() for run in text_runs(file)],
         "_file string, _block long, run int, _mid0 long, _before long",
