@@ -104,7 +104,9 @@ class Archive:
     def java_options(self) -> str:
         if self.writing is not None:
             return f"-XX:ArchiveClassesAtExit={self.writing} {_QUIET}"
-        return f"-XX:SharedArchiveFile={self.path} {_QUIET}"
+        # A JVM that maps a damaged archive can crash: its error report goes beside the archive,
+        # not into the working directory (and the session starts again without it, :func:`discard`).
+        return f"-XX:SharedArchiveFile={self.path} -XX:ErrorFile={self.path.parent}/hs_err_pid%p.log {_QUIET}"
 
     def finish(self, exit_code: int | None) -> None:
         """After the JVM exited: keep what it wrote if it exited cleanly, else drop it."""
