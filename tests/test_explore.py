@@ -201,3 +201,5 @@ def test_a_harness_bug_is_a_harness_error_and_the_exploration_goes_on(tmp_path: 
     # every flushing schedule the model passes is a harness error; the ones after it still run
     assert errors and seen.counts["harness error"] == len(errors) and seen.counts["finding"] == 0, lines
     assert lines[-1].endswith(("agrees", "documented")), lines  # the exploration went on past them
+    traces = sorted(tmp_path.rglob("*.traceback.txt"))  # each bug's traceback is kept for its fix
+    assert len(traces) == len(errors) and all("AttributeError" in t.read_text() for t in traces), traces

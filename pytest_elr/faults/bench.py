@@ -1,4 +1,5 @@
-"""Benchmark of the real cluster and its faults: ``elr bench cluster [--kafka-version V] [--rounds N]``.
+"""Benchmark of the real cluster and its faults:
+``elr bench cluster [--kafka-version V] [--rounds N] [--start-rounds S]``.
 
 Prints:
 
@@ -7,7 +8,10 @@ Prints:
   Kafka node (combined broker+controller, no proxies) started in the same
   run from the same image, and their ratio (the single node formats with
   StorageTool, as a stock install does, and its JVM maps the image's class-data
-  archive like every node's);
+  archive like every node's). S rounds alternate the two so both meet the same
+  load; the ratio is of the medians. Each start also gives the CPU its containers
+  used (Docker's counters): on 2 cores, four JVMs' start-up work bounds the cluster's
+  wall time from below;
 * time from the ``cut`` API call to the link being cut: the REST call's
   duration, and a probe inside the source node that sends ApiVersions
   requests through the proxy every ~2 ms and notes its last answer;
@@ -89,8 +93,19 @@ class MemorySampler:
         self._t.join()
 
 
+def container_cpu_s(container: Any) -> float:
+    """CPU seconds a container has used so far (Docker's cgroup counter)."""
+    stats = container.stats(stream=False, one_shot=True)
+    return float(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9
+
+
 def plain_node_seconds(image: str) -> float:
     """Start one plain combined-mode Kafka node from the same image; seconds to answer."""
+    return plain_node_start(image)[0]
+
+
+def plain_node_start(image: str) -> tuple[float, float]:
+    """Start one plain combined-mode Kafka node from the same image: (seconds to answer, CPU s)."""
     client = resources.docker_client()
     cid = resources.new_cluster_id()
     props = "\n".join([
@@ -114,7 +129,7 @@ def plain_node_seconds(image: str) -> float:
              timeout_s=120 - (time.monotonic() - t0), interval_s=0.2,
              timed_out=lambda _: TimeoutError("plain node not ready in 120 s:\n" + c.exec_run(
                  ["/opt/elr/bin/kafka-ctl", "logs", "30"]).output.decode()))
-        return time.monotonic() - t0
+        return time.monotonic() - t0, container_cpu_s(c)
     finally:
         resources.remove_cluster(cid, client)
 
@@ -150,23 +165,48 @@ def _timeit(fn: Callable[[], object]) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="elr bench cluster")
     ap.add_argument("--kafka-version", default=images.DEFAULT_KAFKA_VERSION)
-    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=10, help="cut probes")
+
+    ap.add_argument("--start-rounds", type=int, default=3,
+                    help="plain node and cluster starts, alternated (median of each)")
     a = ap.parse_args(argv)
+    if not 1 <= a.start_rounds <= 50 or not 1 <= a.rounds <= 1000:
+        ap.error("--start-rounds takes 1-50, --rounds 1-1000")
     print(f"pytest-elr SUT benchmark, Kafka {a.kafka_version}")
-
-    cluster = KafkaCluster(brokers=[0, 1, 2], controllers=1, kafka_version=a.kafka_version)
     image = images.resolve_image(a.kafka_version)
-    plain = plain_node_seconds(image)
-    print(f"plain single Kafka node (combined mode) ready: {plain:.1f} s")
 
-    t0 = time.monotonic()
-    with cluster:
+    plains: list[float] = []
+    totals: list[float] = []
+    for i in range(a.start_rounds):
+        plain, plain_cpu = plain_node_start(image)
+        plains.append(plain)
+        print(f"[{i + 1}] plain single Kafka node (combined mode) ready: {plain:.1f} s "
+              f"(CPU {plain_cpu:.1f} s)", flush=True)
+        cluster = KafkaCluster(brokers=[0, 1, 2], controllers=1, kafka_version=a.kafka_version)
+        t0 = time.monotonic()
+        cluster.start()
+        last = i == a.start_rounds - 1
+        try:
+            t1 = time.monotonic()
+            ClusterClient(cluster).create_topic("bench", {0: [0, 1, 2]}, min_insync_replicas=2)
+            topic_s = time.monotonic() - t1
+            total = time.monotonic() - t0
+            totals.append(total)
+            cpu = sum(container_cpu_s(cluster.node(n).container) for n in cluster.topology_ids())
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in cluster.timings.items())
+            print(f"[{i + 1}] cluster 3 brokers + 1 controller + topic ready: {total:.1f} s "
+                  f"({phases}, topic {topic_s:.1f}; CPU {cpu:.1f} s); ratio {total / plain:.1f}x", flush=True)
+        except BaseException:
+            cluster.close()
+            raise
+        if not last:
+            cluster.close()
+    print(f"start, median of {a.start_rounds}: plain node {statistics.median(plains):.1f} s, "
+          f"cluster {statistics.median(totals):.1f} s; ratio of medians "
+          f"{statistics.median(totals) / statistics.median(plains):.2f}x")
+
+    try:  # the last round's cluster, already started, for the faults
         client, network = ClusterClient(cluster), NetworkFaults(cluster)
-        topic_s = _timeit(lambda: client.create_topic("bench", {0: [0, 1, 2]}, min_insync_replicas=2))
-        total = time.monotonic() - t0
-        phases = ", ".join(f"{k} {v:.1f}" for k, v in cluster.timings.items())
-        print(f"cluster 3 brokers + 1 controller + topic ready: {total:.1f} s "
-              f"({phases}, topic {topic_s:.1f}); ratio to plain node: {total / plain:.1f}x")
 
         sampler = MemorySampler({n.name: n.container for n in (cluster.node(i)
                                  for i in cluster.topology_ids())})
@@ -204,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         per = ", ".join(f"{k} {v / mib:.0f}" for k, v in sampler.peak.items())
         print(f"peak memory (MiB, without page cache): {per}; "
               f"total {sampler.peak_total / mib:.0f}")
+    finally:
+        cluster.close()
     return 0
 
 

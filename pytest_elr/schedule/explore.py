@@ -34,8 +34,9 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -59,6 +60,8 @@ from pytest_elr.scenario.schema import Scenario
 from pytest_elr.schedule.coverage import State, describe, state_of, states_of_events
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
 from pytest_elr.schedule.shrink import shrink
+
+T = TypeVar("T")
 
 MAX_BUDGET_S = 7 * 24 * 3600.0
 MAX_STEPS = 40
@@ -276,6 +279,22 @@ class Explorer:
         outcome = Run.read(result.history_dir).outcome if result.history_dir else "error"
         return result, outcome
 
+    def guarded(self, name: str, where: Path, run: Callable[[], T]) -> T | None:
+        """``run()``, or None after saying why it failed: the harness (a ``BackendError``) or a bug of
+        pytest-elr (any other exception, its traceback kept in ``where``). Either way not a verdict,
+        and never the end of a long exploration."""
+        try:
+            return run()
+        except BackendError as exc:
+            self.say(f"{name}: harness error: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a bug of the harness must not end the exploration
+            where.mkdir(parents=True, exist_ok=True)
+            trace = where / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', name.strip())}.traceback.txt"
+            trace.write_text(traceback.format_exc())
+            self.say(f"{name}: harness error (a bug of pytest-elr, traceback in {trace}): "
+                     f"{type(exc).__name__}: {exc}")
+        return None
+
     def fresh_run(self, scenario: Scenario, where: Path) -> tuple[RunResult, str]:
         """On a cluster of its own (a fresh pool), closed afterwards: a replay shares nothing."""
         session = self.backend.new_session()
@@ -301,19 +320,11 @@ class Explorer:
                     continue
                 self.seen.kinds |= {a.kind for a in actions}
                 self._model_states(actions)
-                try:
-                    result, outcome = self.run(scenario, session, self.out / "runs")
-                except BackendError as exc:
+                ran = self.guarded(name, self.out / "runs", partial(self.run, scenario, session, self.out / "runs"))
+                if ran is None:
                     self.seen.counts["harness error"] += 1
-                    self.say(f"{name}: harness error: {exc}")
                     continue
-                except Exception as exc:  # noqa: BLE001 - a bug of the harness must not end a long exploration
-                    self.seen.counts["harness error"] += 1
-                    trace = self.out / "runs" / f"{name}.traceback.txt"
-                    trace.write_text(traceback.format_exc())
-                    self.say(f"{name}: harness error (a bug of pytest-elr, traceback in {trace}): "
-                             f"{type(exc).__name__}: {exc}")
-                    continue
+                result, outcome = ran
                 kind = classify(result, outcome)
                 self.seen.counts[kind] += 1
                 if result.history_dir:
@@ -354,11 +365,11 @@ class Explorer:
         started = time.monotonic()
         for _ in range(self.confirm):
             found.replays += 1
-            try:
-                again, outcome = self.fresh_run(scenario, where / "confirm")
-            except Exception as exc:  # noqa: BLE001 - a harness failure or bug: not a reproduction
-                self.say(f"  replay {found.replays}: harness error: {type(exc).__name__}: {exc}")
+            ran = self.guarded(f"  replay {found.replays}", where / "confirm",
+                               partial(self.fresh_run, scenario, where / "confirm"))
+            if ran is None:  # not a reproduction
                 continue
+            again, outcome = ran
             found.confirmed += classify(again, outcome) == "finding" and signature(again) == sig
         found.confirm_s = time.monotonic() - started
         self.say(f"  confirmed {found.confirmed}/{found.replays} on fresh clusters ({found.confirm_s:.0f} s)")
@@ -374,11 +385,11 @@ class Explorer:
                                   self.cluster, self.topic, self.profile, self.oracle, expect=False)
             if cand is None:
                 return None
-            try:
-                again, outcome = self.fresh_run(cand, where / "shrink")
-            except Exception as exc:  # noqa: BLE001 - a harness failure or bug: not the same finding
-                self.say(f"  shrink candidate {counter[0]}: harness error: {type(exc).__name__}: {exc}")
+            ran = self.guarded(f"  shrink candidate {counter[0]}", where / "shrink",
+                               partial(self.fresh_run, cand, where / "shrink"))
+            if ran is None:  # not the same finding
                 return False
+            again, outcome = ran
             return classify(again, outcome) == "finding" and signature(again) == sig
 
         shrunk = shrink(actions, still_fails, self.shrink_replays)
