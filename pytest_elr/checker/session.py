@@ -7,6 +7,7 @@ was given (its ``--master`` wins).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import subprocess
@@ -120,6 +121,10 @@ def _start(settings: SparkSettings) -> SparkSession:
     global _archive
     if settings.remote or not settings.is_local or under_spark_submit():
         return _build(settings)
+    # A command line or script that just exits would leave the JVM to exit after it (writing the
+    # archive takes seconds, and the archive would never be renamed): its JVM is stopped and waited
+    # for at exit. Harmless when stop_spark() ran already.
+    atexit.register(stop_spark)
     _archive = class_archive.plan(settings.java_options, settings.driver_memory)
     if _archive is None:
         return _build(settings)
