@@ -12,8 +12,9 @@ map it. It is safe when the archive is
 * missing: the JVM writes a new one under a name of its own (``<key>.<pid>.<random>.tmp``), renamed
   to ``<key>.jsa`` only after that JVM exited cleanly -- concurrent sessions (pytest-xdist,
   parallel invocations) each write their own and the last rename wins, whole;
-* stale: its name is a hash of what it was made from (the ``java`` binary, pyspark's jars, the JVM
-  flags), so another pyspark or JDK reads and writes another name (and drops the older archives);
+* stale: its name is a hash of what it was made from (the ``java`` binary and pyspark's jars; the JVM
+  flags), so another pyspark or JDK reads and writes another name, and drops the archives of the
+  others (those of other flags are kept: the plugin and ``elr check`` use different ones);
 * corrupt: a file without the archive's magic number is deleted and written again; a JVM that
   will not start with it (:func:`discard`) starts again without it, and the file is deleted.
 
@@ -71,8 +72,8 @@ def _spark_jars() -> str:
 
 
 def key(java_options: str, driver_memory: str) -> str:
-    """What the archive depends on, hashed: the JVM, every jar on the driver's class path, and the
-    flags (heap size and GC decide whether an archive can be mapped)."""
+    """What the archive depends on, hashed: ``spark-driver-<the JVM and every jar on the driver's class
+    path>-<the flags>`` (heap size and GC decide whether an archive can be mapped)."""
     h = hashlib.sha256()
     for path in [_java(), *sorted(glob.glob(os.path.join(_spark_jars(), "*.jar")))]:
         try:
@@ -80,8 +81,8 @@ def key(java_options: str, driver_memory: str) -> str:
         except OSError:
             continue
         h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    h.update(f"{java_options}\0{driver_memory}".encode())
-    return "spark-driver-" + h.hexdigest()[:16]
+    flags = hashlib.sha256(f"{java_options}\0{driver_memory}".encode())
+    return f"spark-driver-{h.hexdigest()[:12]}-{flags.hexdigest()[:8]}"
 
 
 def _is_archive(path: Path) -> bool:
@@ -130,12 +131,15 @@ class Archive:
                     p.unlink(missing_ok=True)
 
     def _drop_others(self) -> None:
-        """Archives of other keys (another pyspark or JDK), and temporary files a dead JVM left."""
+        """Archives of another JDK or pyspark (stale: never mapped again), and temporary files a dead
+        JVM left. Archives of other flags stay: the plugin, the tests and ``elr check`` start their
+        JVMs with different ones, and would otherwise replace each other's at every switch."""
         now = time.time()
+        ours = self.path.name.rsplit("-", 1)[0] + "-"  # spark-driver-<JDK and jars>-
         for p in self.path.parent.glob("spark-driver-*"):
             with contextlib.suppress(OSError):
-                other = p.name.endswith(".jsa") and p != self.path
-                if other or (p.name.endswith(".tmp") and now - p.stat().st_mtime > _STALE_TMP_S):
+                stale = p.name.endswith(".jsa") and not p.name.startswith(ours)
+                if stale or (p.name.endswith(".tmp") and now - p.stat().st_mtime > _STALE_TMP_S):
                     p.unlink()
 
 

@@ -63,16 +63,22 @@ def test_corrupt_archive_is_replaced(cache: Path) -> None:
     assert a is not None and a.writing is not None and not a.path.exists()
 
 
-def test_stale_archives_have_other_names_and_are_dropped(cache: Path) -> None:
-    old = plan("-Xmx1g", "1g")
-    assert old is not None and old.writing is not None
-    old.writing.write_bytes(MAGIC)
-    old.finish(0)
-    new = plan("-Xmx1g -XX:+UseSerialGC", "1g")  # other flags (or another JDK, other jars): another key
-    assert new is not None and new.path != old.path and new.writing is not None
-    new.writing.write_bytes(MAGIC)
-    new.finish(0)
-    assert [p.name for p in cache.iterdir()] == [new.path.name]
+def test_stale_archives_are_dropped_other_flags_kept(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def write(java_options: str) -> Path:
+        a = plan(java_options, "1g")
+        assert a is not None and a.writing is not None
+        a.writing.write_bytes(MAGIC)
+        a.finish(0)
+        return a.path
+
+    old = write("-Xmx1g")
+    other_flags = write("-Xmx1g -XX:+UseSerialGC")  # another key, kept: both are in use
+    assert other_flags != old and sorted(cache.iterdir()) == sorted([old, other_flags])
+    java = cache.parent / "java"  # another JDK (or other jars): the archives above are stale
+    java.write_text("")
+    monkeypatch.setattr(class_archive, "_java", lambda: str(java))
+    new = write("-Xmx1g")
+    assert new not in (old, other_flags) and list(cache.iterdir()) == [new]
 
 
 def test_turned_off(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
