@@ -6,7 +6,10 @@ master (``org.apache.spark.deploy.master.Master``) and a worker (``...deploy.wor
 its ``jars/`` hold the Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``),
 which ``bin/spark-submit`` starts in the foreground (``sbin/start-connect-server.sh`` would
 daemonise it, out of our reach). Every process is started in a session of its own and its whole
-group is killed on exit -- also when start-up fails -- so nothing outlives the ``with`` block.
+group is killed on exit -- also when start-up fails -- so nothing outlives the ``with`` block. And
+since a ``with`` block does not run when its process is killed (SIGKILL, a CI job cancelled, an
+xdist worker lost), each JVM runs under a guard that holds a pipe from this process and kills its
+group when the pipe closes: the JVMs never outlive their owner.
 
 For the tests (a checker verdict on a cluster equals the local one) and ``elr bench checker
 --standalone``; pointing the checker at a cluster you run yourself is docs/spark.md.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -61,6 +65,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# The guard: runs the command with stdin closed, and kills its whole group (the command, anything
+# it forked, itself) when the owner's pipe on fd 3 reaches EOF, i.e. when the owner is gone. It exits
+# with the command's status otherwise, so a JVM that dies at start-up is still seen at once.
+_GUARD = """exec 3<&0
+"$@" </dev/null 3<&- & child=$!
+{ read -r _ <&3; kill -KILL -- -$$; } &
+watch=$!
+wait "$child"; status=$?
+kill "$watch" 2>/dev/null
+exit "$status"
+"""
+
+
 @dataclass
 class _Process:
     name: str
@@ -80,6 +97,8 @@ class _Process:
                 os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait()
         self._out.close()
+        if self.popen.stdin is not None:
+            self.popen.stdin.close()
 
 
 @dataclass
@@ -94,11 +113,22 @@ class LocalSparkCluster:
     worker_memory: str = "1g"
     connect: bool = False
     timeout_s: float = 90.0
-    work_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="pytest-elr-spark-")))
+    #: the processes' logs and the workers' directories; by default a temporary one, removed at close
+    work_dir: Path | None = None
     master_url: str = ""
     remote_url: str | None = None
     web_url: str = ""
     _processes: list[_Process] = field(default_factory=list)
+    _own_work_dir: bool = False
+
+    def __post_init__(self) -> None:
+        if self.work_dir is None:
+            self.work_dir, self._own_work_dir = Path(tempfile.mkdtemp(prefix="pytest-elr-spark-")), True
+
+    @property
+    def _dir(self) -> Path:
+        assert self.work_dir is not None  # set by __post_init__
+        return self.work_dir
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=HOST, SPARK_NO_DAEMONIZE="1")
@@ -106,10 +136,12 @@ class LocalSparkCluster:
         return env
 
     def _start(self, name: str, argv: list[str]) -> _Process:
-        log = self.work_dir / f"{name}.log"
+        log = self._dir / f"{name}.log"
         out = log.open("wb")
-        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=self.env(), cwd=self.work_dir, start_new_session=True)
+        # stdin: the guard's pipe, never written; it closes when this process ends, however it ends
+        popen = subprocess.Popen(["bash", "-c", _GUARD, "pytest-elr-spark-guard", *argv], stdout=out,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=self.env(),
+                                 cwd=self._dir, start_new_session=True)
         process = _Process(name, popen, log, out)
         self._processes.append(process)
         return process
@@ -155,7 +187,7 @@ class LocalSparkCluster:
                                         "--webui-port", str(web)])
         self._await(master, "the master's web UI", lambda: self.status().get("status") == "ALIVE")
         for i in range(self.workers):
-            work = self.work_dir / f"worker-{i}"
+            work = self._dir / f"worker-{i}"
             work.mkdir(exist_ok=True)
             self._start(f"worker-{i}", [spark_class, WORKER_CLASS, self.master_url, "--host", HOST,
                                         "--cores", str(self.cores), "--memory", self.worker_memory,
@@ -179,12 +211,14 @@ class LocalSparkCluster:
     def executor_logs(self) -> dict[int, list[Path]]:
         """Per worker, the stderr of every executor it ran (``work-dir/app-*/N/stderr``): proof the
         work was done there."""
-        return {i: sorted((self.work_dir / f"worker-{i}").glob("app-*/*/stderr")) for i in range(self.workers)}
+        return {i: sorted((self._dir / f"worker-{i}").glob("app-*/*/stderr")) for i in range(self.workers)}
 
     def close(self) -> None:
         for process in reversed(self._processes):  # the Connect server and workers before the master
             process.stop()
         self._processes.clear()
+        if self._own_work_dir:  # a failed start's log tail is already in its ClusterError
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -30,6 +30,7 @@ from pytest_elr.checker.session import ENV_CONF, ENV_MASTER, ENV_REMOTE
 from pytest_elr.checker.synth import SyntheticHistory, every_event_type, meta, write_history
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.sut.polling import await_value
 
 ROOT = Path(__file__).resolve().parents[2]
 #: small histories: no whole-stage code generation nor adaptive execution (their cold cost is most of
@@ -89,3 +90,47 @@ def test_connect_server_gives_the_local_verdicts(cluster: LocalSparkCluster, run
                                                  local: list[dict[str, Any]]) -> None:
     assert cluster.remote_url is not None
     assert _cli(runs, {ENV_REMOTE: cluster.remote_url, ENV_CONF: SMALL}) == local
+
+
+# --- nothing outlives its owner ----------------------------------------------------------------------
+
+OWNER = """
+import sys, time
+from pathlib import Path
+from pytest_elr.checker.cluster import LocalSparkCluster
+c = LocalSparkCluster(work_dir=Path(sys.argv[1]))
+p = c._start("stand-in", ["sleep", "600"])  # a daemon's stand-in, started exactly as the JVMs are
+print(p.popen.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_killed_owner_takes_its_spark_processes_with_it(tmp_path: Path) -> None:
+    """SIGKILL runs no ``with`` block: the guard sees its owner's pipe close and kills the group."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    pgid = int(owner.stdout.readline())
+    try:
+        assert _group_alive(pgid)
+        owner.kill()
+        owner.wait()
+        await_value(lambda: _group_alive(pgid), lambda alive: not alive, timeout_s=30)
+    finally:
+        if _group_alive(pgid):
+            os.killpg(pgid, 9)
+
+
+def test_a_guarded_process_that_dies_is_seen_with_its_status() -> None:
+    c = LocalSparkCluster()  # its own temporary directory, removed at close
+    p = c._start("early-exit", ["bash", "-c", "echo bye; exit 3"])
+    assert p.popen.wait(timeout=30) == 3 and "bye" in p.log.read_text()
+    c.close()
+    assert c.work_dir is not None and not c.work_dir.exists()
