@@ -271,6 +271,8 @@ def test_default_checker_judges_inline_and_one_spark_job_confirms(pytester: pyte
     pytester.makeconftest('''
 import pathlib
 
+import pytest
+
 def pytest_runtest_teardown(item):
     if "legacy" not in item.name:
         return
@@ -278,6 +280,14 @@ def pytest_runtest_teardown(item):
         with events.open("a") as f:
             f.write('{"t": 99.0, "type": "consume", "step": null, "partition": 0, "offset": 7, '
                     '"value": "late", "reader": "late"}\\n')
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    from pyspark import SparkContext
+    from pytest_elr.plugin import CONFIRMATION
+
+    session.config.stash[CONFIRMATION]._thread.join()  # started when the first scenario file was collected
+    pathlib.Path("jvm.pid").write_text(str(SparkContext._gateway.proc.pid))
 ''')
     result = pytester.runpytest_subprocess("--elr-backend=model", "--elr-history-dir=hist", "-p", "no:randomly")
     result.assert_outcomes(passed=3)  # each test passed on its inline verdict ...
@@ -290,6 +300,9 @@ def pytest_runtest_teardown(item):
     assert "DIFFER" not in "".join(line for line in result.stdout.lines if "-kip966-" in line or "-kafka-" in line)
     runs = sorted((pytester.path / "hist").iterdir())
     assert all('"checker": "spark"' in (r / "verdict.json").read_text() for r in runs)
+    # the session's JVM exited before the session did: nothing outlives pytest
+    pid = int((pytester.path / "jvm.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
 
 
 def test_a_spark_cluster_needs_a_shared_history_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -48,8 +48,8 @@ def _unplace(col: Column) -> Column:
     )
 
 
-def _acks_all() -> Column:
-    # Kafka clients spell acks=all as "all" or "-1".
+def acks_all() -> Column:
+    """A send with acks=all: Kafka clients spell it "all" or "-1"."""
     return F.lower(c("acks")).isin("all", "-1")
 
 
@@ -59,7 +59,7 @@ def acked(events: DataFrame) -> DataFrame:
         "run",
         "id",
         "value",
-        _acks_all().alias("acks_all"),
+        acks_all().alias("acks_all"),
         F.coalesce(c("partition"), F.lit(0)).alias("partition"),
         "offset",
         "line",

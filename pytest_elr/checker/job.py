@@ -19,7 +19,7 @@ from pytest_elr.checker.checks import (
     INVALIDATING,
     KINDS,
     ORDER,
-    acked,
+    acks_all,
 )
 from pytest_elr.checker.load import Loaded, load_runs
 from pytest_elr.checker.session import get_spark
@@ -92,9 +92,13 @@ class Findings:
                        anomalies={k: a.count for k, a in self.anomalies.items()}, checker="spark")
 
 
-def _anomaly_rows(loaded: Loaded, examples: int) -> list[Any]:
-    """(run, kind, count, example json) for up to ``examples`` anomalies per run and kind,
-    from one Spark job over the three check families."""
+#: the row of :func:`_rows` that carries a run's counts (``example``: acked, acked_weak, read)
+_STATS = "_stats"
+
+
+def _rows(loaded: Loaded, examples: int) -> list[Any]:
+    """(run, kind, n, rn, example json) for up to ``examples`` anomalies per run and kind, and one
+    ``_stats`` row per run with its counts, in ONE Spark job over the three check families."""
     union = None
     for family in FAMILIES:
         example = order = None
@@ -113,9 +117,18 @@ def _anomaly_rows(loaded: Loaded, examples: int) -> list[Any]:
         )
         union = part if union is None else union.unionByName(part)
     assert union is not None
+    ev = loaded.events
+    ok = (F.col("type") == "produce") & (F.col("op") == "ok")
+    all_ = acks_all()
+    stats = ev.groupBy("run").agg(
+        F.count(F.when(ok & all_, 1)).alias("acked"),
+        F.count(F.when(ok & ~all_, 1)).alias("acked_weak"),
+        F.count(F.when(F.col("type") == "consume", 1)).alias("read"),
+    ).select("run", F.lit(_STATS).alias("kind"), F.array(F.lit(0).cast("long")).alias("_order"),
+             F.to_json(F.struct("acked", "acked_weak", "read")).alias("example"))  # fmt: skip
     w = Window.partitionBy("run", "kind")
     return (
-        union.select(
+        union.unionByName(stats).select(
             "run",
             "kind",
             "example",
@@ -127,22 +140,11 @@ def _anomaly_rows(loaded: Loaded, examples: int) -> list[Any]:
     )
 
 
-def _stats(loaded: Loaded) -> dict[int, Any]:
-    ev = loaded.events
-    ok = acked(ev)
-    acks = ok.groupBy("run").agg(
-        F.count(F.when(F.col("acks_all"), 1)).alias("acked"),
-        F.count(F.when(~F.col("acks_all"), 1)).alias("acked_weak"),
-    )
-    read = ev.filter(F.col("type") == "consume").groupBy("run").agg(F.count(F.lit(1)).alias("read"))
-    return {r["run"]: r for r in acks.join(read, "run", "full").collect()}
-
-
 def findings_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[Findings]:
-    rows = _anomaly_rows(loaded, examples)
-    stats = _stats(loaded)
+    rows = _rows(loaded, examples)
+    stats = {r["run"]: json.loads(r["example"]) for r in rows if r["kind"] == _STATS}
     found: dict[int, dict[str, Anomaly]] = {source.index: {} for source in loaded.sources}
-    for row in sorted(rows, key=lambda r: (r["run"], r["kind"], r["rn"])):
+    for row in sorted((r for r in rows if r["kind"] != _STATS), key=lambda r: (r["run"], r["kind"], r["rn"])):
         a = found[row["run"]].setdefault(row["kind"], Anomaly(count=row["n"]))
         if len(a.examples) < examples:
             a.examples.append(json.loads(row["example"]))
@@ -159,9 +161,9 @@ def findings_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[F
                 profile=meta.get("profile"),
                 backend=meta.get("backend"),
                 kafka_version=meta.get("kafka_version"),
-                acked=(s["acked"] or 0) if s else 0,
-                acked_weak=(s["acked_weak"] or 0) if s else 0,
-                read=(s["read"] or 0) if s else 0,
+                acked=s["acked"] if s else 0,
+                acked_weak=s["acked_weak"] if s else 0,
+                read=s["read"] if s else 0,
                 anomalies=anomalies,
                 lost_count=anomalies["lost"].count + anomalies["unseen"].count,
                 valid=all(anomalies[k].count == 0 for k in INVALIDATING),

@@ -35,11 +35,18 @@ from pytest_elr.checker.schema import (
     reason,
     used,
 )
+from pytest_elr.core.columnar import MIN_BYTES
 from pytest_elr.core.columnar import fresh as copy_is_fresh
 from pytest_elr.core.history import EVENTS_FILE, META_FILE, SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+#: a local history smaller than this is read as one string per file (:func:`_load_whole`): its meta.json
+#: and its lines counted and judged in one Spark job with the other runs'; a larger one (and a URI's,
+#: which the client cannot size) line by line, with line numbers rebuilt from the file's splits.
+WHOLE_MAX = MIN_BYTES
+
 
 class HistoryError(Exception):
     """A run directory that can't be analysed at all (no events file)."""
@@ -136,6 +143,16 @@ def discover(paths: Sequence[str]) -> list[str]:
     return found
 
 
+def local_rows(spark: SparkSession, rows: Sequence[Sequence[Any]], ddl: str) -> DataFrame:
+    """A small table made on the driver, e.g. ``local_rows(spark, [(0, 2)], "run int, min_isr int")``.
+
+    Sent as ONE JSON literal that Spark parses: ``spark.createDataFrame`` makes a Python RDD, whose
+    first use costs a cold JVM seconds (unpickling classes; measured 5.7 s at load 12, docs/performance.md)."""
+    names = [part.split()[0] for part in ddl.split(",")]
+    text = json.dumps([dict(zip(names, row, strict=True)) for row in rows])
+    return spark.range(1).select(F.inline(F.from_json(F.lit(text), f"array<struct<{ddl}>>")))
+
+
 def _malformed(file: str, line: int | None, error: str, text: str | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"file": file, "line": line, "error": error}
     if text is not None:
@@ -213,29 +230,40 @@ def load_runs(
         return runs_of.get(posixpath.dirname(path_key(file)), [])
 
     by_copy = [r for r in sources if columnar and not _is_uri(r.path) and copy_is_fresh(r.events_path)]
-    as_text = [r for r in sources if r not in by_copy]
-    dirs = list(dict.fromkeys(spark_path(r.path) for r in sources))  # each directory read once
+    whole = [r for r in sources if r not in by_copy and _whole(r)]
+    as_text = [r for r in sources if r not in by_copy and r not in whole]
+    lines: dict[int, int] = {r.index: 0 for r in sources}
+    malformed: dict[int, list[dict[str, Any]]] = {r.index: [] for r in sources}
+    malformed_count = dict.fromkeys(lines, 0)
+    parts: list[DataFrame] = []  # events, by the way they were read
+    cached: list[DataFrame] = []
+    # Every meta.json, and the whole-file runs' events, in ONE scan and ONE job.
+    whole_dirs = list(dict.fromkeys(spark_path(r.path) for r in whole))
+    meta_dirs = [d for d in dict.fromkeys(spark_path(r.path) for r in sources) if d not in set(whole_dirs)]
     try:
-        meta_rows = (
-            _read_files(spark, dirs, META_FILE, wholetext=True)
-            .select(F.input_file_name().alias("file"), "value")
-            .collect()
-        )
+        scans = [_read_files(spark, ds, name, wholetext=True)
+                 for ds, name in ((whole_dirs, f"{{{EVENTS_FILE},{META_FILE}}}"), (meta_dirs, META_FILE)) if ds]
+        scan = scans[0] if len(scans) == 1 else scans[0].unionByName(scans[1])
+        scan = scan.select(F.input_file_name().alias("_file"), F.col("value").alias("_text"))
+        if whole:
+            meta_rows, text, parsed = _load_whole(spark, scan, whole, runs_for, lines, malformed, malformed_count,
+                                                  malformed_limit)
+            parts.append(text)
+            cached.append(parsed)
+        else:
+            meta_rows = [(row["_file"], row["_text"]) for row in scan.collect()]
     except Exception as exc:  # AnalysisException (classic and Connect): a path that isn't there
         if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
             raise HistoryError(f"{exc}".splitlines()[0]) from None
         raise
     meta_text: dict[int, str] = {}
-    for row in meta_rows:
-        for i in runs_for(row["file"]):
-            meta_text[i] = row["value"]
-    malformed: dict[int, list[dict[str, Any]]] = {
-        r.index: _load_meta(r, meta_text.get(r.index)) for r in sources
-    }
-    malformed_count = {r.index: len(malformed[r.index]) for r in sources}  # meta.json problems
-    lines: dict[int, int] = {r.index: 0 for r in sources}
-    parts: list[DataFrame] = []  # events, by the way they were read
-    cached: list[DataFrame] = []
+    for file, text in meta_rows:
+        for i in runs_for(file):
+            meta_text[i] = text
+    for r in sources:  # meta.json problems first
+        problems = _load_meta(r, meta_text.get(r.index))
+        malformed[r.index][:0] = problems
+        malformed_count[r.index] += len(problems)
     if by_copy:
         copied = read_columnar(spark, [(r.index, spark_path(r.path)) for r in by_copy])
         lines.update(copied.lines)
@@ -251,6 +279,116 @@ def load_runs(
     for more in parts[1:]:
         events = events.unionByName(more)
     return Loaded(spark, sources, events, cached, lines, malformed, malformed_count)
+
+
+def _parse(raw: DataFrame, position: list[str]) -> DataFrame:
+    """Lines (``_file``, the ``position`` columns, ``_text``) parsed and judged, persisted: the
+    analysed fields of the valid events used, and ``_reason`` ("" for a blank line, null for a valid
+    event), with the text only where it explains an error."""
+    return (
+        raw.select(
+            "_file",
+            *position,
+            "_text",
+            F.from_json("_text", EVENT_SCHEMA, {"columnNameOfCorruptRecord": CORRUPT}).alias("e"),
+        )
+        .select("_file", *position, "_text", "e.*")
+        # Blank lines carry nothing and are no error: reason "" (kept for the line count).
+        .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(reason()))
+        # Only what the checks and the rollup use is cached (nulls cost next to nothing);
+        # raw text only where it explains an error.
+        .select(
+            "_file",
+            *position,
+            *[F.when(F.col("_reason").isNull() & used(), F.col(n)).alias(n) for n in ANALYSED],
+            F.when(F.col("_reason") != "", F.col("_text")).alias("_text"),
+            "_reason",
+        )
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+
+
+def _whole(source: Source) -> bool:
+    """Read as one string per file (:func:`_load_whole`): a local history below WHOLE_MAX bytes."""
+    if _is_uri(source.path):
+        return False
+    try:
+        return os.path.getsize(source.events_path) < WHOLE_MAX
+    except OSError:
+        raise HistoryError(f"{source.events_path}: no such file (is {source.path} a run directory?)") from None
+
+
+def _load_whole(
+    spark: SparkSession,
+    scan: DataFrame,
+    sources: list[Source],
+    runs_for: Callable[[str], list[int]],
+    lines: dict[int, int],
+    malformed: dict[int, list[dict[str, Any]]],
+    malformed_count: dict[int, int],
+    malformed_limit: int,
+) -> tuple[list[tuple[str, str]], DataFrame, DataFrame]:
+    """The runs ``sources`` from the whole-file ``scan`` (``_file``, ``_text``: every meta.json
+    given, and these runs' events.jsonl), in ONE Spark job: the meta.json texts ((file, text)),
+    and (valid events, the cached parse). Fills ``lines``, ``malformed`` and ``malformed_count``.
+
+    Spark splits each file into lines as its text source does (LF, CR LF or a lone CR ends a line;
+    the last line needs none), so a line's number is its position: nothing to rebuild."""
+    wanted = {r.index for r in sources}
+
+    def text_runs(file: str) -> list[int]:
+        return [i for i in runs_for(file) if i in wanted]
+
+    is_events = F.col("_file").endswith("/" + EVENTS_FILE)
+    split = F.split(F.col("_text"), r"\r\n|\n|\r")
+    # the text after the last end of line is a line only if it is not empty
+    cut = F.when(F.element_at(split, -1) == "", F.slice(split, 1, F.size(split) - 1)).otherwise(split)
+    raw = scan.filter(is_events).select("_file", F.posexplode(cut).alias("_line", "_text"))
+    parsed = _parse(raw.withColumn("_line", F.col("_line") + 1), ["_line"])
+    w = Window.partitionBy("_file")
+    # meta.json texts, lines per file, and the first malformed lines of each file, in one result
+    metas = scan.filter(~is_events).select(
+        F.lit("meta").alias("_kind"), "_file", F.lit(None).cast("long").alias("_line"),
+        F.lit(None).cast("long").alias("_n"), "_text", F.lit(None).cast("string").alias("_reason"),
+    )  # fmt: skip
+    counts = parsed.groupBy("_file").agg(F.max("_line").alias("_n")).select(
+        F.lit("lines").alias("_kind"), "_file", F.lit(None).cast("long").alias("_line"), "_n",
+        F.lit(None).cast("string").alias("_text"), F.lit(None).cast("string").alias("_reason"),
+    )  # fmt: skip
+    bad = (
+        parsed.filter(F.col("_reason") != "")
+        .select("_file", "_line", "_text", "_reason", F.count(F.lit(1)).over(w).alias("_n"),
+                F.row_number().over(w.orderBy("_line")).alias("_rn"))
+        .filter(F.col("_rn") <= malformed_limit)
+        .select(F.lit("bad").alias("_kind"), "_file", "_line", "_n", "_text", "_reason")
+    )  # fmt: skip
+    rows = metas.unionByName(counts).unionByName(bad).collect()
+    files = []  # every events.jsonl with a line, as Spark names it
+    for row in rows:
+        if row["_kind"] == "lines":
+            files.append(row["_file"])
+            for i in text_runs(row["_file"]):
+                lines[i] = row["_n"]
+    by_index = {r.index: r for r in sources}
+    counted: set[int] = set()
+    for row in sorted((r for r in rows if r["_kind"] == "bad"), key=lambda r: (r["_file"], r["_line"])):
+        for i in text_runs(row["_file"]):
+            r = by_index[i]
+            why = explain(row["_text"], row["_reason"])
+            if row["_line"] == lines[r.index] and why.startswith("invalid JSON"):
+                why += " (truncated last line?)"
+            malformed[r.index].append(_malformed(r.events_path, row["_line"], why, row["_text"]))
+            if r.index not in counted:
+                counted.add(r.index)
+                malformed_count[r.index] += row["_n"]
+    run_of = local_rows(spark, [(file, i) for file in files for i in text_runs(file)], "_file string, run int")
+    events = (
+        parsed.filter(F.col("_reason").isNull() & F.col("type").isNotNull())
+        .join(F.broadcast(run_of), "_file")
+        .select("run", "_line", *ANALYSED)
+        .withColumnRenamed("_line", "line")
+    )
+    return [(r["_file"], r["_text"]) for r in rows if r["_kind"] == "meta"], events, parsed
 
 
 def _load_text(
@@ -291,29 +429,7 @@ def _load_text(
         F.monotonically_increasing_id().alias("_mid"),
         F.col("value").alias("_text"),
     )
-    parsed = (
-        raw.select(
-            "_file",
-            "_block",
-            "_mid",
-            "_text",
-            F.from_json("_text", EVENT_SCHEMA, {"columnNameOfCorruptRecord": CORRUPT}).alias("e"),
-        )
-        .select("_file", "_block", "_mid", "_text", "e.*")
-        # Blank lines carry nothing and are no error: reason "" (kept for the line count).
-        .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(reason()))
-        # Only what the checks and the rollup use is cached (nulls cost next to nothing);
-        # raw text only where it explains an error.
-        .select(
-            "_file",
-            "_block",
-            "_mid",
-            *[F.when(F.col("_reason").isNull() & used(), F.col(n)).alias(n) for n in ANALYSED],
-            F.when(F.col("_reason") != "", F.col("_text")).alias("_text"),
-            "_reason",
-        )
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    parsed = _parse(raw, ["_block", "_mid"])
     blocks = (
         parsed.groupBy("_file", "_block")
         .agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("_mid0"))
@@ -362,7 +478,8 @@ def _load_text(
                 counted.add(r.index)
                 malformed_count[r.index] += row["_n"]
 
-    base_df = spark.createDataFrame(
+    base_df = local_rows(
+        spark,
         [(file, block, run, mid0, before)
          for (file, block), (mid0, before) in bases.items() for run in text_runs(file)],
         "_file string, _block long, run int, _mid0 long, _before long",

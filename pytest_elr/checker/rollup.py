@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from pytest_elr.checker.checks import CHECKS
 from pytest_elr.checker.job import DEFAULT_EXAMPLES, Findings, findings_from
-from pytest_elr.checker.load import Loaded, load_runs
+from pytest_elr.checker.load import Loaded, load_runs, local_rows
 from pytest_elr.checker.rates import GroupKey, LossRate
 from pytest_elr.checker.session import get_spark
 
@@ -240,7 +240,7 @@ def rollup_from(loaded: Loaded, findings: Sequence[Findings]) -> list[RollupRow]
         for source in loaded.sources
         if isinstance(source.meta.get("min_insync_replicas"), int)
     ]
-    under, ttl, down, stake, faults = per_run(ev, spark.createDataFrame(mins, "run int, min_isr int"))
+    under, ttl, down, stake, faults = per_run(ev, local_rows(spark, mins, "run int, min_isr int"))
     for idx, _ in mins:  # min ISR known but no observation: nothing measured, 0 s
         under.setdefault(idx, 0.0)
 

@@ -7,13 +7,18 @@ was given (its ``--master`` wins).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import subprocess
 import tempfile
 import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from pytest_elr.checker import class_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,6 +85,8 @@ class SparkSettings:
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
+#: the class-data sharing archive the local JVM of ``_session`` maps or writes (:mod:`.class_archive`)
+_archive: class_archive.Archive | None = None
 
 
 def under_spark_submit() -> bool:
@@ -104,11 +111,36 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         if _session is not None:
             return _session
         settings = settings or SparkSettings.from_env()
-        _session = _build(settings)
+        _session = _start(settings)
         return _session
 
 
-def _build(settings: SparkSettings) -> SparkSession:
+def _start(settings: SparkSettings) -> SparkSession:
+    """A session; a local JVM we launch maps the class-data sharing archive, or writes it when it
+    exits. A JVM that will not start with the archive starts again without it (and it is deleted)."""
+    global _archive
+    if settings.remote or not settings.is_local or under_spark_submit():
+        return _build(settings)
+    # A command line or script that just exits would leave the JVM to exit after it (writing the
+    # archive takes seconds, and the archive would never be renamed): its JVM is stopped and waited
+    # for at exit. Harmless when stop_spark() ran already.
+    atexit.register(stop_spark)
+    _archive = class_archive.plan(settings.java_options, settings.driver_memory)
+    if _archive is None:
+        return _build(settings)
+    try:
+        return _build(settings, _archive.java_options)
+    except Exception:
+        if _archive.writing is not None:
+            _archive.finish(None)
+            _archive = None
+            raise
+        _archive.discard()
+        _archive = None
+        return _build(settings)
+
+
+def _build(settings: SparkSettings, archive_options: str = "") -> SparkSession:
     # PySpark warns about pandas >= 3 on import; the checker doesn't use pandas.
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
@@ -124,7 +156,7 @@ def _build(settings: SparkSettings) -> SparkSession:
             builder = builder.config("spark.driver.memory", settings.driver_memory)
             builder = builder.config(
                 "spark.driver.extraJavaOptions",
-                f"-Dlog4j2.configurationFile=file:{_log4j2_file()} {settings.java_options}".strip(),
+                f"-Dlog4j2.configurationFile=file:{_log4j2_file()} {settings.java_options} {archive_options}".strip(),
             )
             if settings.is_local:
                 # Resolving the host name can take seconds (or pick an unreachable address)
@@ -159,9 +191,64 @@ def _build(settings: SparkSettings) -> SparkSession:
 
 
 def stop_spark() -> None:
-    """Stop the session (tests and benchmarks; the CLI just exits)."""
-    global _session
+    """Stop the session and, when this process launched its JVM, wait until that JVM has exited: no
+    process outlives the caller, and a JVM writing the class-data sharing archive finishes it."""
+    global _session, _archive
     with _lock:
-        if _session is not None:
-            _session.stop()
-            _session = None
+        if _session is None:
+            return
+        spark, _session = _session, None
+        archive, _archive = _archive, None
+        proc = None if not hasattr(spark, "sparkContext") else getattr(spark.sparkContext._gateway, "proc", None)
+        if proc is None:  # Spark Connect, or a JVM spark-submit started (it outlives us by design)
+            spark.stop()
+            return
+        exit_code = _stop_local(spark, proc)
+        if archive is not None:
+            archive.finish(exit_code)
+
+
+def _stop_local(spark: SparkSession, proc: subprocess.Popen[bytes]) -> int | None:
+    """Stop a session whose JVM this process launched, then the JVM, and wait for it.
+
+    ``SparkSession.stop()`` would leave the JVM to exit when this process does, and spends ~1 s
+    waiting for pyspark's accumulator server, which polls its connection from the JVM once a second:
+    the JVM goes first here, so that connection closes at once."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession, SQLContext
+
+    sc = spark.sparkContext
+    try:
+        jvm = sc._jvm
+        jvm.SparkSession.clearDefaultSession()
+        jvm.SparkSession.clearActiveSession()
+        sc._jsc.stop()
+    except Exception:  # a JVM that died already: it is waited for below all the same
+        pass
+    sc._jsc = None  # type: ignore[assignment]
+    with contextlib.suppress(Exception):
+        sc._gateway.shutdown()
+    server = sc._accumulatorServer
+    if server is not None:  # the JVM's hanging up is no error
+        server.server_shutdown = True
+        server.handle_error = lambda *args: None  # type: ignore[method-assign]
+    if proc.stdin is not None:
+        proc.stdin.close()  # pyspark's gateway server exits when its stdin closes
+    try:
+        exit_code: int | None = proc.wait(timeout=120)  # writing the archive takes seconds
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        exit_code = None
+    if server is not None:
+        # Its handler reads the JVM's connection until that closes (then it stops, quietly: see
+        # above). shutdown() waits for its serving loop's next poll; the thread is a daemon.
+        threading.Thread(target=server.shutdown, name="pytest-elr-accumulators", daemon=True).start()
+        sc._accumulatorServer = None  # type: ignore[assignment]
+    sc.stop()  # what is left: pyspark forgets the active context
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    SQLContext._instantiatedContext = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return exit_code

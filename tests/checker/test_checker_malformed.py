@@ -8,10 +8,20 @@ from typing import Any
 
 import pytest
 
+from pytest_elr.checker import load
 from pytest_elr.checker.job import check_run, check_runs
 from pytest_elr.checker.load import HistoryError
 from pytest_elr.checker.synth import SyntheticHistory, every_event_type, meta, write_history
 from pytest_elr.core.history import EVENT_TYPES
+
+
+@pytest.fixture(params=["whole", "lines"])
+def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a history's text is read: as one string per file, split by Spark (small local
+    histories), or line by line with line numbers rebuilt from the file's splits (large ones, URIs)."""
+    if request.param == "lines":
+        monkeypatch.setattr(load, "WHOLE_MAX", 0)
+    return str(request.param)
 
 
 def _broken() -> SyntheticHistory:
@@ -30,7 +40,7 @@ def _broken() -> SyntheticHistory:
     return h
 
 
-def test_bad_lines_named_and_rest_analysed(spark: Any, tmp_path: Path) -> None:
+def test_bad_lines_named_and_rest_analysed(spark: Any, tmp_path: Path, reading: str) -> None:
     path = write_history(tmp_path / "broken", meta(run_id="broken"), _broken().events)
     v = check_run(path, spark=spark)
     events = str(tmp_path / "broken" / "events.jsonl")
@@ -50,7 +60,7 @@ def test_bad_lines_named_and_rest_analysed(spark: Any, tmp_path: Path) -> None:
     assert (v.acked, v.read) == (5, 4)
 
 
-def test_malformed_limit_still_counts_all(spark: Any, tmp_path: Path) -> None:
+def test_malformed_limit_still_counts_all(spark: Any, tmp_path: Path, reading: str) -> None:
     from pytest_elr.checker.job import findings_from
     from pytest_elr.checker.load import load_runs
 
@@ -90,8 +100,9 @@ def test_no_events_file_is_an_error(spark: Any, tmp_path: Path) -> None:
         check_run(str(tmp_path / "empty"), spark=spark)
 
 
-def test_line_numbers_across_file_splits(spark: Any, tmp_path: Path) -> None:
-    """Line numbers stay exact when Spark reads one file in many splits."""
+def test_line_numbers_across_file_splits(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Line numbers stay exact when Spark reads one file in many splits (line by line)."""
+    monkeypatch.setattr(load, "WHOLE_MAX", 0)
     h = SyntheticHistory()
     for i in range(40):
         h.send(i, i)
@@ -118,3 +129,26 @@ def test_every_event_type_is_valid(spark: Any, tmp_path: Path) -> None:
     v = check_run(write_history(tmp_path / "all", meta(), h.events), spark=spark)
     assert (v.malformed, v.malformed_count) == ([], 0)
     assert v.valid and (v.acked, v.read) == (1, 1)
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_line_endings_count_as_spark_text_counts_them(spark: Any, tmp_path: Path, eol: str) -> None:
+    """LF, CR LF and a lone CR end a line in both readings (Hadoop's rule); a blank line counts, the
+    text after the last end of line is a line only if there is some."""
+    h = SyntheticHistory()
+    for i in range(3):
+        h.send(i, i)  # lines 1-6
+    h.raw("\n").raw("garbage\n")  # 7 blank, 8 malformed
+    for o in (0, 2):  # 9-10; v1 is lost
+        h.read(o, f"v{o}")
+    path = write_history(tmp_path / "eol", meta(), h.events)
+    events = Path(path) / "events.jsonl"
+    events.write_bytes(events.read_bytes().replace(b"\n", eol.encode()) + b"garbage too")  # 11, no end of line
+    found = {}
+    for whole_max in (load.WHOLE_MAX, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(load, "WHOLE_MAX", whole_max)
+            v = check_run(path, spark=spark)
+        found[whole_max] = ([m["line"] for m in v.malformed], v.count("lost"),
+                            v.anomalies["lost"].examples[0]["line"], (v.acked, v.read))
+    assert found[load.WHOLE_MAX] == found[0] == ([8, 11], 1, 4, (3, 2))
