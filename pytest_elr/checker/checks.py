@@ -4,15 +4,19 @@ Each kind is a function ``events DataFrame -> DataFrame`` (one row per anomaly, 
 ``run`` column). They are cut from three *families*, each one shuffle over the events, so
 that a verdict costs three shuffles and not one per kind:
 
-* :func:`value_anomalies` groups acks and reads by value: lost, unseen, acks1_uncommitted,
+* :data:`VALUE_SQL` groups acks and reads by value: lost, unseen, acks1_uncommitted,
   duplicate;
-* :func:`offset_anomalies` groups them by (partition, offset): inconsistent_offset;
-* :func:`sequence_anomalies` orders each reader's offsets and each observer's high watermarks
+* :data:`OFFSET_SQL` groups them by (partition, offset): inconsistent_offset;
+* :data:`SEQUENCE_SQL` orders each reader's offsets and each observer's high watermarks
   by line: reorder, hwm_regression.
 
 ``events`` is what :func:`pytest_elr.checker.load.load_runs` yields: the valid events of all
 runs with columns ``run``, ``line`` and the event fields. Aggregates use only fixed-width
 values (longs, hashes) so Spark can hash-aggregate instead of sorting.
+
+The families are Spark SQL text over a relation ``{events}``: one call to build a plan that the
+DataFrame API built with hundreds of py4j round trips of ~0.3 ms each (docs/performance.md).
+:mod:`.job` puts all three in one statement.
 """
 
 from __future__ import annotations
@@ -20,59 +24,150 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Window
-from pyspark.sql import functions as F
-
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
-c = F.col
-
-
-def _null_long() -> Column:
-    return F.lit(None).cast("long")
+#: a send with acks=all: Kafka clients spell it "all" (in any case) or "-1". The usual spellings
+#: are matched first; then a regular expression, not lower(): Spark's lower() initialises ICU, 13 %
+#: of a cold confirmation's task time.
+ACKS_ALL = "(acks IN ('all', '-1') OR acks RLIKE '^(?i:all)$')"
 
 # (partition, offset) packed in one long so min/max stay hash aggregates; offsets below 2^40
 # (10^12) and partitions below 2^23 fit.
-_SHIFT = 1 << 40
+_SHIFT = str(1 << 40)
 
 
-def _place(partition: str, offset: str) -> Column:
-    return c(partition) * F.lit(_SHIFT) + c(offset)
+def _partition_of(place: str) -> str:
+    return f"CAST(floor({place} / {_SHIFT}) AS BIGINT)"
 
 
-def _unplace(col: Column) -> Column:
-    return F.struct(
-        F.floor(col / F.lit(_SHIFT)).cast("long").alias("partition"),
-        F.pmod(col, F.lit(_SHIFT)).cast("long").alias("offset"),
-    )
+def _offset_of(place: str) -> str:
+    return f"pmod({place}, {_SHIFT})"
 
 
-def acks_all() -> Column:
-    """A send with acks=all: Kafka clients spell it "all" or "-1"."""
-    return F.lower(c("acks")).isin("all", "-1")
+def _unplace(place: str) -> str:
+    return f"named_struct('partition', {_partition_of(place)}, 'offset', {_offset_of(place)})"
 
 
-def acked(events: DataFrame) -> DataFrame:
-    """Acknowledged sends. A missing partition means 0 (single-partition topic)."""
-    return events.filter((c("type") == "produce") & (c("op") == "ok")).select(
-        "run",
-        "id",
-        "value",
-        acks_all().alias("acks_all"),
-        F.coalesce(c("partition"), F.lit(0)).alias("partition"),
-        "offset",
-        "line",
-    )
+#: acknowledged sends; a missing partition means 0 (single-partition topic)
+ACKED_SQL = f"""SELECT run, id, value, {ACKS_ALL} AS acks_all, coalesce(`partition`, 0) AS `partition`, `offset`, line
+FROM {{events}} WHERE `type` = 'produce' AND op = 'ok'"""
 
+READS_SQL = "SELECT run, reader, `partition`, `offset`, value, line FROM {events} WHERE `type` = 'consume'"
 
-def reads(events: DataFrame) -> DataFrame:
-    return events.filter(c("type") == "consume").select(
-        "run", "reader", "partition", "offset", "value", "line"
-    )
+#: Acks and reads of each value side by side (one shuffle by value), classified:
+#:
+#: * lost: acks=all acknowledged, never read, though reads got to (or past) its offset in its
+#:   partition; at the highest read offset itself another value was read, so lost too;
+#: * unseen: acks=all acknowledged, never read, above the highest offset read (or no offset known,
+#:   or its partition never read);
+#: * acks1_uncommitted: acks=1/0 acknowledged and never read (allowed: counted, no error);
+#: * duplicate: read at more than one (partition, offset); the example gives the lowest and highest
+#:   place and the number of reads.
+VALUE_SQL = f"""WITH ack AS ({ACKED_SQL}), rd AS ({READS_SQL}),
+obs AS (
+  SELECT run, value, id, acks_all, `partition` * {_SHIFT} + `offset` AS place, `partition`, `offset`, line,
+         true AS is_ack FROM ack
+  UNION ALL
+  SELECT run, value, CAST(NULL AS BIGINT), CAST(NULL AS BOOLEAN), `partition` * {_SHIFT} + `offset`,
+         `partition`, `offset`, line, false FROM rd
+),
+by_value AS (
+  -- a value is sent (so acknowledged) once; min() picks the ack out of the reads
+  SELECT run, value,
+         min(CASE WHEN is_ack THEN id END) AS id,
+         max(CASE WHEN is_ack THEN acks_all END) AS acks_all,
+         min(CASE WHEN is_ack THEN `partition` END) AS `partition`,
+         min(CASE WHEN is_ack THEN `offset` END) AS `offset`,
+         min(CASE WHEN is_ack THEN line END) AS line,
+         count(CASE WHEN is_ack THEN 1 END) AS acks,
+         count(CASE WHEN NOT is_ack THEN 1 END) AS reads,
+         min(CASE WHEN NOT is_ack THEN place END) AS lo,
+         max(CASE WHEN NOT is_ack THEN place END) AS hi
+  FROM obs GROUP BY run, value
+),
+-- highest offset read per partition: a tiny aggregate, broadcast into the join
+max_read AS (SELECT run, `partition`, max(`offset`) AS max_read FROM rd GROUP BY run, `partition`),
+found AS (
+  SELECT /*+ BROADCAST(m) */ b.*, m.max_read, b.acks > 0 AND b.reads = 0 AS unread
+  FROM by_value b LEFT JOIN max_read m ON b.run = m.run AND b.`partition` = m.`partition`
+  WHERE (b.acks > 0 AND b.reads = 0) OR b.lo != b.hi
+)
+SELECT run,
+       CASE WHEN unread AND acks_all AND `offset` IS NOT NULL AND max_read IS NOT NULL
+                 AND `offset` <= max_read THEN 'lost'
+            WHEN unread AND acks_all THEN 'unseen'
+            WHEN unread THEN 'acks1_uncommitted'
+            WHEN lo != hi THEN 'duplicate' END AS kind,
+       value,
+       CASE WHEN unread THEN `partition` ELSE {_partition_of('lo')} END AS `partition`,
+       CASE WHEN unread THEN `offset` ELSE {_offset_of('lo')} END AS `offset`,
+       id, max_read, line,
+       CASE WHEN NOT acks_all THEN '1/0' END AS acks,
+       CASE WHEN NOT unread THEN array({_unplace('lo')}, {_unplace('hi')}) END AS places,
+       reads
+FROM found"""
 
+#: inconsistent_offset: one (partition, offset) holding different values across reads and acks=all
+#: acknowledgements (acks=1 may legitimately lose an offset to another record). Values are compared
+#: by 64-bit hash in the big aggregate; only the offsets found are joined back for their values.
+OFFSET_SQL = f"""WITH obs AS (
+  SELECT run, `partition`, `offset`, value, CAST(NULL AS BIGINT) AS id FROM ({READS_SQL})
+  UNION ALL
+  SELECT run, `partition`, `offset`, value, id FROM ({ACKED_SQL}) WHERE acks_all AND `offset` IS NOT NULL
+),
+bad AS (
+  SELECT run, `partition`, `offset` FROM obs GROUP BY run, `partition`, `offset`
+  HAVING min(xxhash64(value)) != max(xxhash64(value))
+)
+SELECT o.run, 'inconsistent_offset' AS kind, o.`partition`, o.`offset`,
+       sort_array(collect_set(o.value)) AS `values`,
+       sort_array(collect_set(CASE WHEN o.id IS NOT NULL THEN o.value END)) AS acked_values,
+       sort_array(collect_set(o.id)) AS ids,
+       count(CASE WHEN o.id IS NULL THEN 1 END) AS reads
+FROM obs o LEFT SEMI JOIN bad b ON o.run = b.run AND o.`partition` = b.`partition` AND o.`offset` = b.`offset`
+GROUP BY o.run, o.`partition`, o.`offset`"""
 
-# Example fields per kind (the family DataFrames carry the union of them).
+#: Positions going backwards, in one window pass:
+#:
+#: * reorder: within one reader and partition, an offset read after a higher one;
+#: * hwm_regression: a high watermark lower than the one observed before it by the same observer
+#:   (the cluster's ``observe`` series; each ``hwm_read`` reader per partition).
+SEQUENCE_SQL = f"""WITH pos AS (
+  SELECT run, concat('read ', reader) AS series, reader, `partition`, `offset` AS pos, value, line FROM ({READS_SQL})
+  UNION ALL
+  SELECT run, CASE WHEN `type` = 'observe' THEN 'observe' ELSE concat('reader ', reader) END,
+         CAST(NULL AS STRING), `partition`, hwm, CAST(NULL AS STRING), line
+  FROM {{events}} WHERE (`type` = 'observe' OR `type` = 'hwm_read') AND hwm IS NOT NULL
+),
+back AS (
+  SELECT *, lag(pos) OVER (PARTITION BY run, series, `partition` ORDER BY line) AS prev,
+         startswith(series, 'read ') AS is_read
+  FROM pos
+)
+SELECT run, CASE WHEN is_read THEN 'reorder' ELSE 'hwm_regression' END AS kind, reader,
+       CASE WHEN NOT is_read THEN series END AS source, `partition`,
+       CASE WHEN is_read THEN pos END AS `offset`, CASE WHEN is_read THEN prev END AS prev_offset,
+       CASE WHEN NOT is_read THEN pos END AS hwm, CASE WHEN NOT is_read THEN prev END AS prev_hwm,
+       value, line
+FROM back WHERE pos < prev"""
+
+#: the family queries, each over ``{events}``
+FAMILIES: tuple[str, ...] = (VALUE_SQL, OFFSET_SQL, SEQUENCE_SQL)
+FAMILY_OF: dict[str, str] = {
+    "lost": VALUE_SQL,
+    "unseen": VALUE_SQL,
+    "duplicate": VALUE_SQL,
+    "inconsistent_offset": OFFSET_SQL,
+    "reorder": SEQUENCE_SQL,
+    "hwm_regression": SEQUENCE_SQL,
+    "acks1_uncommitted": VALUE_SQL,
+}
+KINDS = tuple(FAMILY_OF)
+# Kinds that make a run invalid (acks1_uncommitted is accounting, not an error).
+INVALIDATING = ("lost", "unseen", "duplicate", "inconsistent_offset", "reorder", "hwm_regression")
+
+# Example fields per kind (the family queries carry the union of them).
 FIELDS: dict[str, tuple[str, ...]] = {
     "lost": ("value", "partition", "offset", "id", "max_read", "line"),
     "unseen": ("value", "partition", "offset", "id", "max_read", "line"),
@@ -94,212 +189,25 @@ ORDER: dict[str, tuple[str, ...]] = {
 }
 
 
-def value_anomalies(events: DataFrame) -> DataFrame:
-    """Acks and reads of each value side by side (one shuffle by value), classified:
-
-    * lost: acks=all acknowledged, never read, though reads got to (or past) its offset in
-      its partition; at the highest read offset itself another value was read, so lost too;
-    * unseen: acks=all acknowledged, never read, above the highest offset read (or no offset
-      known, or its partition never read);
-    * acks1_uncommitted: acks=1/0 acknowledged and never read (allowed: counted, no error);
-    * duplicate: read at more than one (partition, offset); the example gives the lowest and
-      highest place and the number of reads.
-    """
-    ack = acked(events).select(
-        "run", "value", "id", "acks_all", _place("partition", "offset").alias("place"),
-        "partition", "offset", "line", F.lit(True).alias("is_ack"),
-    )  # fmt: skip
-    read = reads(events).select(
-        "run", "value", _null_long(), F.lit(None).cast("boolean"),
-        _place("partition", "offset"), "partition", "offset", "line", F.lit(False),
-    ).toDF(*ack.columns)  # fmt: skip
-    is_ack = c("is_ack")
-    by_value = (
-        ack.unionByName(read)
-        .groupBy("run", "value")
-        .agg(
-            # a value is sent (so acknowledged) once; min() picks the ack out of the reads
-            F.min(F.when(is_ack, c("id"))).alias("id"),
-            F.max(F.when(is_ack, c("acks_all"))).alias("acks_all"),
-            F.min(F.when(is_ack, c("partition"))).alias("partition"),
-            F.min(F.when(is_ack, c("offset"))).alias("offset"),
-            F.min(F.when(is_ack, c("line"))).alias("line"),
-            F.count(F.when(is_ack, 1)).alias("acks"),
-            F.count(F.when(~is_ack, 1)).alias("reads"),
-            F.min(F.when(~is_ack, c("place"))).alias("lo"),
-            F.max(F.when(~is_ack, c("place"))).alias("hi"),
-        )
-    )
-    # Highest offset read per partition: a tiny aggregate, broadcast into the join.
-    max_read = reads(events).groupBy("run", "partition").agg(F.max("offset").alias("max_read"))
-    unread = (c("acks") > 0) & (c("reads") == 0)
-    readable = c("offset").isNotNull() & c("max_read").isNotNull() & (c("offset") <= c("max_read"))
-    kind = (
-        F.when(unread & c("acks_all") & readable, F.lit("lost"))
-        .when(unread & c("acks_all"), F.lit("unseen"))
-        .when(unread, F.lit("acks1_uncommitted"))
-        .when(c("lo") != c("hi"), F.lit("duplicate"))
-    )
-    lo, hi = _unplace(c("lo")), _unplace(c("hi"))
-    return (
-        by_value.filter(unread | (c("lo") != c("hi")))
-        .join(F.broadcast(max_read), ["run", "partition"], "left")
-        .select(
-            "run",
-            kind.alias("kind"),
-            "value",
-            F.when(unread, c("partition")).otherwise(lo["partition"]).alias("partition"),
-            F.when(unread, c("offset")).otherwise(lo["offset"]).alias("offset"),
-            "id",
-            "max_read",
-            "line",
-            F.when(~c("acks_all"), F.lit("1/0")).alias("acks"),
-            F.when(~unread, F.array(lo, hi)).alias("places"),
-            "reads",
-        )
-    )
-
-
-def offset_anomalies(events: DataFrame) -> DataFrame:
-    """inconsistent_offset: one (partition, offset) holding different values across reads and
-    acks=all acknowledgements (acks=1 may legitimately lose an offset to another record).
-
-    Values are compared by 64-bit hash in the big aggregate; only the offsets found are
-    joined back for their values.
-    """
-    seen = reads(events).select("run", "partition", "offset", "value", _null_long().alias("id"))
-    acks = (
-        acked(events)
-        .filter(c("acks_all") & c("offset").isNotNull())
-        .select("run", "partition", "offset", "value", "id")
-    )
-    obs = seen.unionByName(acks)
-    key = ["run", "partition", "offset"]
-    h = F.xxhash64("value")
-    bad = (
-        obs.groupBy(*key)
-        .agg(F.min(h).alias("hmin"), F.max(h).alias("hmax"))
-        .filter(c("hmin") != c("hmax"))
-        .select(*key)
-    )
-    is_ack = c("id").isNotNull()
-    return (
-        obs.join(bad, key, "left_semi")
-        .groupBy(*key)
-        .agg(
-            F.sort_array(F.collect_set("value")).alias("values"),
-            F.sort_array(F.collect_set(F.when(is_ack, c("value")))).alias("acked_values"),
-            F.sort_array(F.collect_set("id")).alias("ids"),
-            F.count(F.when(~is_ack, 1)).alias("reads"),
-        )
-        .select("run", F.lit("inconsistent_offset").alias("kind"), *key[1:], "values",
-                "acked_values", "ids", "reads")  # fmt: skip
-    )
-
-
-def sequence_anomalies(events: DataFrame) -> DataFrame:
-    """Positions going backwards, in one window pass:
-
-    * reorder: within one reader and partition, an offset read after a higher one;
-    * hwm_regression: a high watermark lower than the one observed before it by the same
-      observer (the cluster's ``observe`` series; each ``hwm_read`` reader per partition).
-    """
-    read_pos = reads(events).select(
-        "run", F.concat(F.lit("read "), c("reader")).alias("series"), "reader",
-        "partition", c("offset").alias("pos"), "value", "line",
-    )  # fmt: skip
-    hwm_pos = events.filter(
-        ((c("type") == "observe") | (c("type") == "hwm_read")) & c("hwm").isNotNull()
-    ).select(
-        "run",
-        F.when(c("type") == "observe", F.lit("observe"))
-        .otherwise(F.concat(F.lit("reader "), c("reader")))
-        .alias("series"),
-        F.lit(None).cast("string").alias("reader"),
-        "partition",
-        c("hwm").alias("pos"),
-        F.lit(None).cast("string").alias("value"),
-        "line",
-    )
-    w = Window.partitionBy("run", "series", "partition").orderBy("line")
-    is_read = c("series").startswith("read ")
-    return (
-        read_pos.unionByName(hwm_pos)
-        .withColumn("prev", F.lag("pos").over(w))
-        .filter(c("pos") < c("prev"))
-        .select(
-            "run",
-            F.when(is_read, F.lit("reorder")).otherwise(F.lit("hwm_regression")).alias("kind"),
-            "reader",
-            F.when(~is_read, c("series")).alias("source"),
-            "partition",
-            F.when(is_read, c("pos")).alias("offset"),
-            F.when(is_read, c("prev")).alias("prev_offset"),
-            F.when(~is_read, c("pos")).alias("hwm"),
-            F.when(~is_read, c("prev")).alias("prev_hwm"),
-            "value",
-            "line",
-        )
-    )
-
-
-Family = Callable[["DataFrame"], "DataFrame"]
-FAMILIES: tuple[Family, ...] = (value_anomalies, offset_anomalies, sequence_anomalies)
-FAMILY_OF: dict[str, Family] = {
-    "lost": value_anomalies,
-    "unseen": value_anomalies,
-    "duplicate": value_anomalies,
-    "inconsistent_offset": offset_anomalies,
-    "reorder": sequence_anomalies,
-    "hwm_regression": sequence_anomalies,
-    "acks1_uncommitted": value_anomalies,
-}
-KINDS = tuple(FAMILY_OF)
-# Kinds that make a run invalid (acks1_uncommitted is accounting, not an error).
-INVALIDATING = ("lost", "unseen", "duplicate", "inconsistent_offset", "reorder", "hwm_regression")
+def run_sql(query: str, events: DataFrame) -> DataFrame:
+    """``query`` with ``{events}`` standing for the DataFrame ``events`` (a temporary view)."""
+    return events.sparkSession.sql(query, events=events)
 
 
 def check(kind: str, events: DataFrame) -> DataFrame:
     """The anomalies of one kind: ``run`` and the kind's example fields."""
-    return (
-        FAMILY_OF[kind](events).filter(c("kind") == kind).select("run", *FIELDS[kind])
-    )
+    columns = ", ".join(f"`{name}`" for name in FIELDS[kind])
+    return run_sql(f"SELECT run, {columns} FROM ({FAMILY_OF[kind]}) WHERE kind = '{kind}'", events)
 
 
-def lost(events: DataFrame) -> DataFrame:
-    return check("lost", events)
+def _check_of(kind: str) -> Callable[[DataFrame], DataFrame]:
+    def check_kind(events: DataFrame) -> DataFrame:
+        return check(kind, events)
+
+    check_kind.__name__ = kind
+    return check_kind
 
 
-def unseen(events: DataFrame) -> DataFrame:
-    return check("unseen", events)
-
-
-def acks1_uncommitted(events: DataFrame) -> DataFrame:
-    return check("acks1_uncommitted", events)
-
-
-def duplicate(events: DataFrame) -> DataFrame:
-    return check("duplicate", events)
-
-
-def inconsistent_offset(events: DataFrame) -> DataFrame:
-    return check("inconsistent_offset", events)
-
-
-def reorder(events: DataFrame) -> DataFrame:
-    return check("reorder", events)
-
-
-def hwm_regression(events: DataFrame) -> DataFrame:
-    return check("hwm_regression", events)
-
-
-CHECKS: dict[str, Callable[[DataFrame], DataFrame]] = {
-    "lost": lost,
-    "unseen": unseen,
-    "duplicate": duplicate,
-    "inconsistent_offset": inconsistent_offset,
-    "reorder": reorder,
-    "hwm_regression": hwm_regression,
-    "acks1_uncommitted": acks1_uncommitted,
-}
+CHECKS: dict[str, Callable[[DataFrame], DataFrame]] = {kind: _check_of(kind) for kind in
+                                                        ("lost", "unseen", "duplicate", "inconsistent_offset",
+                                                         "reorder", "hwm_regression", "acks1_uncommitted")}

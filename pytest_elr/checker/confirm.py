@@ -30,7 +30,8 @@ SPARK_EXAMPLES = 1000
 #: suite's 25 runs (2 cores, load ~12): the first job 32 s -> 20 s without whole-stage code generation
 #: (Janino compiles every stage's code before it runs) and adaptive execution (re-plans every
 #: stage); later jobs 6 -> 5 s. With them go the JIT's first tier only and one shuffle partition.
-SMALL_JOBS = (("spark.sql.codegen.wholeStage", "false"), ("spark.sql.adaptive.enabled", "false"))
+SMALL_JOBS = (("spark.sql.codegen.wholeStage", "false"), ("spark.sql.adaptive.enabled", "false"),
+              ("spark.sql.codegen.factoryMode", "NO_CODEGEN"))
 
 
 def _first_job(spark: object) -> None:

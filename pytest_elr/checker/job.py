@@ -9,17 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Window
-from pyspark.sql import functions as F
-
 from pytest_elr.checker.checks import (
+    ACKS_ALL,
     FAMILIES,
     FAMILY_OF,
     FIELDS,
     INVALIDATING,
     KINDS,
     ORDER,
-    acks_all,
+    run_sql,
 )
 from pytest_elr.checker.load import Loaded, load_runs
 from pytest_elr.checker.session import get_spark
@@ -96,48 +94,45 @@ class Findings:
 _STATS = "_stats"
 
 
+def _examples(family: str) -> str:
+    """The family's rows as (run, kind, _order, example): what orders a kind's examples (nulls last;
+    one array type for every kind, as the union needs) and the example as JSON."""
+    kinds = [k for k in KINDS if FAMILY_OF[k] == family]
+    order = " ".join(
+        f"WHEN kind = '{k}' THEN array("
+        + ", ".join(f"coalesce(CAST(`{o}` AS BIGINT), {2**63 - 1})" for o in ORDER[k]) + ")"
+        for k in kinds)  # fmt: skip
+    example = " ".join(
+        f"WHEN kind = '{k}' THEN to_json(named_struct("
+        + ", ".join(f"'{name}', `{name}`" for name in FIELDS[k]) + "), map('ignoreNullFields', 'false'))"
+        for k in kinds)  # fmt: skip
+    return f"SELECT run, kind, CASE {order} END AS _order, CASE {example} END AS example FROM ({family})"
+
+
+#: (run, kind, n, rn, example json) for up to ``{examples}`` anomalies per run and kind, and one
+#: ``_stats`` row per run with its counts: the three check families in ONE Spark SQL statement.
+_ROWS_SQL = f"""WITH found AS (
+{" UNION ALL ".join(_examples(f) for f in FAMILIES)}
+UNION ALL
+SELECT run, '{_STATS}', array(CAST(0 AS BIGINT)),
+       to_json(named_struct(
+         'acked', count(CASE WHEN `type` = 'produce' AND op = 'ok' AND {ACKS_ALL} THEN 1 END),
+         'acked_weak', count(CASE WHEN `type` = 'produce' AND op = 'ok' AND NOT {ACKS_ALL} THEN 1 END),
+         'read', count(CASE WHEN `type` = 'consume' THEN 1 END)))
+FROM {{events}} GROUP BY run
+)
+SELECT run, kind, example, n, rn FROM (
+  SELECT run, kind, example, count(1) OVER (PARTITION BY run, kind) AS n,
+         row_number() OVER (PARTITION BY run, kind ORDER BY _order) AS rn
+  FROM found
+) WHERE rn <= {{examples}}"""
+
+
 def _rows(loaded: Loaded, examples: int) -> list[Any]:
     """(run, kind, n, rn, example json) for up to ``examples`` anomalies per run and kind, and one
     ``_stats`` row per run with its counts, in ONE Spark job over the three check families."""
-    union = None
-    for family in FAMILIES:
-        example = order = None
-        for kind in (k for k in KINDS if FAMILY_OF[k] is family):
-            is_kind = F.col("kind") == kind
-            js = F.to_json(F.struct(*FIELDS[kind]), {"ignoreNullFields": "false"})
-            # nulls last; one array type for every kind, as the union needs
-            key = F.array(*[F.coalesce(F.col(o).cast("long"), F.lit(2**63 - 1))
-                            for o in ORDER[kind]])  # fmt: skip
-            example = F.when(is_kind, js) if example is None else example.when(is_kind, js)
-            order = F.when(is_kind, key) if order is None else order.when(is_kind, key)
-        assert example is not None and order is not None
-        # each family has its own columns: the same three for all before the union
-        part = family(loaded.events).select(
-            "run", "kind", order.alias("_order"), example.alias("example")
-        )
-        union = part if union is None else union.unionByName(part)
-    assert union is not None
-    ev = loaded.events
-    ok = (F.col("type") == "produce") & (F.col("op") == "ok")
-    all_ = acks_all()
-    stats = ev.groupBy("run").agg(
-        F.count(F.when(ok & all_, 1)).alias("acked"),
-        F.count(F.when(ok & ~all_, 1)).alias("acked_weak"),
-        F.count(F.when(F.col("type") == "consume", 1)).alias("read"),
-    ).select("run", F.lit(_STATS).alias("kind"), F.array(F.lit(0).cast("long")).alias("_order"),
-             F.to_json(F.struct("acked", "acked_weak", "read")).alias("example"))  # fmt: skip
-    w = Window.partitionBy("run", "kind")
-    return (
-        union.unionByName(stats).select(
-            "run",
-            "kind",
-            "example",
-            F.count(F.lit(1)).over(w).alias("n"),
-            F.row_number().over(w.orderBy("_order")).alias("rn"),
-        )
-        .filter(F.col("rn") <= max(examples, 1))
-        .collect()
-    )
+    query = _ROWS_SQL.replace("{examples}", str(max(examples, 1)))
+    return run_sql(query, loaded.events).collect()
 
 
 def findings_from(loaded: Loaded, *, examples: int = DEFAULT_EXAMPLES) -> list[Findings]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from pytest_elr.checker import sql
 from pytest_elr.checker.parquet import read_columnar
 from pytest_elr.checker.schema import (
     ANALYSED,
@@ -31,9 +33,9 @@ from pytest_elr.checker.schema import (
     LIST,
     NUM,
     OBJ,
+    REASON,
     STR,
-    reason,
-    used,
+    USED,
 )
 from pytest_elr.core.columnar import MIN_BYTES
 from pytest_elr.core.columnar import fresh as copy_is_fresh
@@ -70,19 +72,67 @@ class Source:
         return _join(self.path, META_FILE)
 
 
-@dataclass
 class Loaded:
-    """Runs read into Spark. ``events`` is cached: call :meth:`close` (or use ``with``)."""
+    """Runs read into Spark. ``events`` is cached: call :meth:`close` (or use ``with``).
 
-    spark: SparkSession
-    sources: list[Source]
-    events: DataFrame  # the valid events the analysis uses (see _used)
-    cached: list[DataFrame]  # what events is filtered from; persisted
-    lines: dict[int, int]  # run index -> number of lines in events.jsonl
-    malformed: dict[int, list[dict[str, Any]]]  # run index -> entries, up to the limit
-    malformed_count: dict[int, int]
+    What the scan of every run's meta.json and small history tells (each run's meta, its line count
+    and malformed lines) may still be on its way, in a Spark job of its own that runs beside the
+    caller's: :attr:`sources`, :attr:`lines`, :attr:`malformed` and :attr:`malformed_count` wait
+    for it; :attr:`events` does not."""
+
+    def __init__(self, spark: SparkSession, sources: list[Source], events: DataFrame, cached: list[DataFrame],
+                 lines: dict[int, int], malformed: dict[int, list[dict[str, Any]]], malformed_count: dict[int, int],
+                 pending: Callable[[], None] | None = None) -> None:
+        self.spark = spark
+        self.events = events  # the valid events the analysis uses (see schema.USED)
+        self.cached = cached  # what events is filtered from; persisted
+        self._sources = sources
+        self._lines = lines  # run index -> number of lines in events.jsonl
+        self._malformed = malformed  # run index -> entries, up to the limit
+        self._malformed_count = malformed_count
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        if pending is not None:
+            self._thread = threading.Thread(target=self._run, args=(pending,), name="pytest-elr-scan", daemon=True)
+            self._thread.start()
+
+    def _run(self, pending: Callable[[], None]) -> None:
+        try:
+            pending()
+        except BaseException as exc:  # raised where the results are asked for
+            self._error = exc
+
+    def settle(self) -> None:
+        """Wait for the scan's job; raises what it raised."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+
+    @property
+    def sources(self) -> list[Source]:
+        self.settle()
+        return self._sources
+
+    @property
+    def lines(self) -> dict[int, int]:
+        self.settle()
+        return self._lines
+
+    @property
+    def malformed(self) -> dict[int, list[dict[str, Any]]]:
+        self.settle()
+        return self._malformed
+
+    @property
+    def malformed_count(self) -> dict[int, int]:
+        self.settle()
+        return self._malformed_count
 
     def close(self) -> None:
+        if self._thread is not None:  # its job reads the cache: it ends first (an error of its own is moot)
+            self._thread.join()
         for df in self.cached:
             df.unpersist()
 
@@ -218,7 +268,11 @@ def load_runs(
     to be visible where Spark reads: on every executor, or on a Spark Connect server. A run with a
     fresh columnar copy (``events.parquet``, :mod:`pytest_elr.core.columnar`) is read from it
     instead of its JSON Lines (``columnar=False``: never); the client only looks whether the copy
-    is there (a URI's run is always read as text)."""
+    is there (a URI's run is always read as text).
+
+    Every meta.json, and the small local histories, are read in ONE scan whose job (metadata, line
+    counts, malformed lines) runs in a thread of its own beside the caller's checks: on a cold JVM
+    the two share the cores (docs/performance.md). Under Spark Connect it runs before returning."""
     if not paths:
         raise HistoryError("no run directories given")
     sources = [Source(i, p) for i, p in enumerate(paths)]
@@ -232,9 +286,8 @@ def load_runs(
     by_copy = [r for r in sources if columnar and not _is_uri(r.path) and copy_is_fresh(r.events_path)]
     whole = [r for r in sources if r not in by_copy and _whole(r)]
     as_text = [r for r in sources if r not in by_copy and r not in whole]
-    lines: dict[int, int] = {r.index: 0 for r in sources}
-    malformed: dict[int, list[dict[str, Any]]] = {r.index: [] for r in sources}
-    malformed_count = dict.fromkeys(lines, 0)
+    tally = Tally({r.index: 0 for r in sources}, {r.index: [] for r in sources},
+                  dict.fromkeys((r.index for r in sources), 0))
     parts: list[DataFrame] = []  # events, by the way they were read
     cached: list[DataFrame] = []
     # Every meta.json, and the whole-file runs' events, in ONE scan and ONE job.
@@ -243,42 +296,78 @@ def load_runs(
     try:
         scans = [_read_files(spark, ds, name, wholetext=True)
                  for ds, name in ((whole_dirs, f"{{{EVENTS_FILE},{META_FILE}}}"), (meta_dirs, META_FILE)) if ds]
-        scan = scans[0] if len(scans) == 1 else scans[0].unionByName(scans[1])
-        scan = scan.select(F.input_file_name().alias("_file"), F.col("value").alias("_text"))
-        if whole:
-            meta_rows, text, parsed = _load_whole(spark, scan, whole, runs_for, lines, malformed, malformed_count,
-                                                  malformed_limit)
-            parts.append(text)
-            cached.append(parsed)
-        else:
-            meta_rows = [(row["_file"], row["_text"]) for row in scan.collect()]
     except Exception as exc:  # AnalysisException (classic and Connect): a path that isn't there
         if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
             raise HistoryError(f"{exc}".splitlines()[0]) from None
         raise
-    meta_text: dict[int, str] = {}
-    for file, text in meta_rows:
-        for i in runs_for(file):
-            meta_text[i] = text
-    for r in sources:  # meta.json problems first
-        problems = _load_meta(r, meta_text.get(r.index))
-        malformed[r.index][:0] = problems
-        malformed_count[r.index] += len(problems)
+    scan = scans[0] if len(scans) == 1 else scans[0].unionByName(scans[1])
+    scan = scan.select(F.input_file_name().alias("_file"), F.col("value").alias("_text"))
+    if whole:
+        summary, text, parsed = _load_whole(spark, scan, whole, malformed_limit)
+        parts.append(text)
+        cached.append(parsed)
+    else:
+        summary = scan.select(F.lit("meta").alias("_kind"), "_file", F.lit(None).cast("long").alias("_line"),
+                              F.lit(None).cast("long").alias("_n"), "_text",
+                              F.lit(None).cast("string").alias("_reason"))  # fmt: skip
+
+    def settle_scan() -> None:
+        rows = summary.collect()
+        _tally_whole(rows, whole, runs_for, tally)
+        meta_text: dict[int, str] = {}
+        for row in rows:
+            if row["_kind"] == "meta":
+                for i in runs_for(row["_file"]):
+                    meta_text[i] = row["_text"]
+        for r in sources:  # meta.json problems first
+            problems = _load_meta(r, meta_text.get(r.index))
+            tally.malformed[r.index][:0] = problems
+            tally.malformed_count[r.index] += len(problems)
+
     if by_copy:
         copied = read_columnar(spark, [(r.index, spark_path(r.path)) for r in by_copy])
-        lines.update(copied.lines)
+        tally.lines.update(copied.lines)
         # A line Spark calls malformed is reported from the text, with the line itself.
         as_text += [r for r in by_copy if r.index in copied.flagged]
         if copied.lines:
             parts.append(copied.events)
     if as_text:
-        text, parsed = _load_text(spark, as_text, runs_for, lines, malformed, malformed_count, malformed_limit)
+        text, parsed = _load_text(spark, as_text, runs_for, tally, malformed_limit)
         parts.append(text)
         cached.append(parsed)
     events = parts[0]
     for more in parts[1:]:
         events = events.unionByName(more)
-    return Loaded(spark, sources, events, cached, lines, malformed, malformed_count)
+    loaded = Loaded(spark, sources, events, cached, tally.lines, tally.malformed, tally.malformed_count,
+                    pending=settle_scan if _classic(spark) else None)
+    if not _classic(spark):
+        settle_scan()
+    return loaded
+
+
+def _classic(spark: SparkSession) -> bool:
+    """A classic session (not Spark Connect's client), where two threads may run jobs at once."""
+    return not type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@dataclass
+class Tally:
+    """What reading tells per run index besides its events: lines in events.jsonl, its first
+    malformed lines (up to the limit given to :func:`load_runs`), and how many there are in all."""
+
+    lines: dict[int, int]
+    malformed: dict[int, list[dict[str, Any]]]
+    malformed_count: dict[int, int]
+
+    def bad_line(self, source: Source, line: int, spark_reason: str, text: str, count: int, first: bool) -> None:
+        """A malformed line of ``source``'s events.jsonl (``count``: how many the file has, taken
+        with its ``first`` one)."""
+        why = explain(text, spark_reason)
+        if line == self.lines[source.index] and why.startswith("invalid JSON"):
+            why += " (truncated last line?)"
+        self.malformed[source.index].append(_malformed(source.events_path, line, why, text))
+        if first:
+            self.malformed_count[source.index] += count
 
 
 def _parse(raw: DataFrame, position: list[str]) -> DataFrame:
@@ -292,16 +381,16 @@ def _parse(raw: DataFrame, position: list[str]) -> DataFrame:
             "_text",
             F.from_json("_text", EVENT_SCHEMA, {"columnNameOfCorruptRecord": CORRUPT}).alias("e"),
         )
-        .select("_file", *position, "_text", "e.*")
         # Blank lines carry nothing and are no error: reason "" (kept for the line count).
-        .withColumn("_reason", F.when(F.trim("_text") == "", F.lit("")).otherwise(reason()))
+        .selectExpr("_file", *position, "_text", "e.*")
+        .selectExpr("*", f"CASE WHEN trim(_text) = '' THEN '' ELSE {REASON} END AS _reason")
         # Only what the checks and the rollup use is cached (nulls cost next to nothing);
         # raw text only where it explains an error.
-        .select(
+        .selectExpr(
             "_file",
             *position,
-            *[F.when(F.col("_reason").isNull() & used(), F.col(n)).alias(n) for n in ANALYSED],
-            F.when(F.col("_reason") != "", F.col("_text")).alias("_text"),
+            *[f"CASE WHEN _reason IS NULL AND {USED} THEN {sql.ident(n)} END AS {sql.ident(n)}" for n in ANALYSED],
+            "CASE WHEN _reason != '' THEN _text END AS _text",
             "_reason",
         )
         .persist(StorageLevel.MEMORY_AND_DISK)
@@ -318,27 +407,21 @@ def _whole(source: Source) -> bool:
         raise HistoryError(f"{source.events_path}: no such file (is {source.path} a run directory?)") from None
 
 
+#: :func:`path_key` in Spark SQL, for the local files Spark names (``file:///h/run/events.jsonl``,
+#: percent-encoded; a ``+`` is no space there)
+_SPARK_PATH_KEY = "url_decode(replace(regexp_replace(_file, '^file:(//)?', ''), '+', '%2B'))"
+
+
 def _load_whole(
-    spark: SparkSession,
-    scan: DataFrame,
-    sources: list[Source],
-    runs_for: Callable[[str], list[int]],
-    lines: dict[int, int],
-    malformed: dict[int, list[dict[str, Any]]],
-    malformed_count: dict[int, int],
-    malformed_limit: int,
-) -> tuple[list[tuple[str, str]], DataFrame, DataFrame]:
+    spark: SparkSession, scan: DataFrame, sources: list[Source], malformed_limit: int
+) -> tuple[DataFrame, DataFrame, DataFrame]:
     """The runs ``sources`` from the whole-file ``scan`` (``_file``, ``_text``: every meta.json
-    given, and these runs' events.jsonl), in ONE Spark job: the meta.json texts ((file, text)),
-    and (valid events, the cached parse). Fills ``lines``, ``malformed`` and ``malformed_count``.
+    given, and these runs' events.jsonl): (the summary, valid events, the cached parse). The summary
+    holds the meta.json texts, lines per file and the first malformed lines of each file, for
+    :func:`_tally_whole`; the events need none of it, so the checks' job can run beside its job.
 
     Spark splits each file into lines as its text source does (LF, CR LF or a lone CR ends a line;
     the last line needs none), so a line's number is its position: nothing to rebuild."""
-    wanted = {r.index for r in sources}
-
-    def text_runs(file: str) -> list[int]:
-        return [i for i in runs_for(file) if i in wanted]
-
     is_events = F.col("_file").endswith("/" + EVENTS_FILE)
     split = F.split(F.col("_text"), r"\r\n|\n|\r")
     # the text after the last end of line is a line only if it is not empty
@@ -346,7 +429,6 @@ def _load_whole(
     raw = scan.filter(is_events).select("_file", F.posexplode(cut).alias("_line", "_text"))
     parsed = _parse(raw.withColumn("_line", F.col("_line") + 1), ["_line"])
     w = Window.partitionBy("_file")
-    # meta.json texts, lines per file, and the first malformed lines of each file, in one result
     metas = scan.filter(~is_events).select(
         F.lit("meta").alias("_kind"), "_file", F.lit(None).cast("long").alias("_line"),
         F.lit(None).cast("long").alias("_n"), "_text", F.lit(None).cast("string").alias("_reason"),
@@ -362,46 +444,45 @@ def _load_whole(
         .filter(F.col("_rn") <= malformed_limit)
         .select(F.lit("bad").alias("_kind"), "_file", "_line", "_n", "_text", "_reason")
     )  # fmt: skip
-    rows = metas.unionByName(counts).unionByName(bad).collect()
-    files = []  # every events.jsonl with a line, as Spark names it
+    # Each run's events by the path of its file, known before any job (a run directory given
+    # twice is two runs).
+    run_of = local_rows(spark, [(path_key(r.events_path), r.index) for r in sources], "_key string, run int")
+    events = (
+        parsed.filter(F.col("_reason").isNull() & F.col("type").isNotNull())
+        .withColumn("_key", F.expr(_SPARK_PATH_KEY))
+        .join(F.broadcast(run_of), "_key")
+        .select("run", "_line", *ANALYSED)
+        .withColumnRenamed("_line", "line")
+    )
+    return metas.unionByName(counts).unionByName(bad), events, parsed
+
+
+def _tally_whole(rows: Sequence[Any], sources: list[Source], runs_for: Callable[[str], list[int]],
+                 tally: Tally) -> None:
+    """Lines and malformed lines of the runs ``sources`` from the summary rows of :func:`_load_whole`."""
+    wanted = {r.index for r in sources}
+
+    def text_runs(file: str) -> list[int]:
+        return [i for i in runs_for(file) if i in wanted]
+
     for row in rows:
         if row["_kind"] == "lines":
-            files.append(row["_file"])
             for i in text_runs(row["_file"]):
-                lines[i] = row["_n"]
+                tally.lines[i] = row["_n"]
     by_index = {r.index: r for r in sources}
     counted: set[int] = set()
     for row in sorted((r for r in rows if r["_kind"] == "bad"), key=lambda r: (r["_file"], r["_line"])):
         for i in text_runs(row["_file"]):
-            r = by_index[i]
-            why = explain(row["_text"], row["_reason"])
-            if row["_line"] == lines[r.index] and why.startswith("invalid JSON"):
-                why += " (truncated last line?)"
-            malformed[r.index].append(_malformed(r.events_path, row["_line"], why, row["_text"]))
-            if r.index not in counted:
-                counted.add(r.index)
-                malformed_count[r.index] += row["_n"]
-    run_of = local_rows(spark, [(file, i) for file in files for i in text_runs(file)], "_file string, run int")
-    events = (
-        parsed.filter(F.col("_reason").isNull() & F.col("type").isNotNull())
-        .join(F.broadcast(run_of), "_file")
-        .select("run", "_line", *ANALYSED)
-        .withColumnRenamed("_line", "line")
-    )
-    return [(r["_file"], r["_text"]) for r in rows if r["_kind"] == "meta"], events, parsed
+            tally.bad_line(by_index[i], row["_line"], row["_reason"], row["_text"], row["_n"], i not in counted)
+            counted.add(i)
 
 
 def _load_text(
-    spark: SparkSession,
-    sources: list[Source],
-    runs_for: Callable[[str], list[int]],
-    lines: dict[int, int],
-    malformed: dict[int, list[dict[str, Any]]],
-    malformed_count: dict[int, int],
+    spark: SparkSession, sources: list[Source], runs_for: Callable[[str], list[int]], tally: Tally,
     malformed_limit: int,
 ) -> tuple[DataFrame, DataFrame]:
-    """The runs ``sources`` read from their JSON Lines: (valid events, the cached parse). Fills
-    ``lines``, ``malformed`` and ``malformed_count`` for them."""
+    """The runs ``sources`` read from their JSON Lines: (valid events, the cached parse). Tallies
+    their lines and malformed lines."""
     dirs = list(dict.fromkeys(spark_path(r.path) for r in sources))
     try:
         events_text = _read_files(spark, dirs, EVENTS_FILE)
@@ -443,7 +524,7 @@ def _load_text(
         file_lines[b["_file"]] = file_lines.get(b["_file"], 0) + b["n"]
     for file, n in file_lines.items():
         for i in text_runs(file):
-            lines[i] = n
+            tally.lines[i] = n
 
     def line_of(file: str, block: int, mid: int) -> int:
         mid0, before = bases[(file, block)]
@@ -469,14 +550,8 @@ def _load_text(
     for row in sorted(bad_rows, key=lambda r: (r["_file"], r["_block"], r["_mid"])):
         line = line_of(row["_file"], row["_block"], row["_mid"])
         for i in text_runs(row["_file"]):
-            r = by_index[i]
-            why = explain(row["_text"], row["_reason"])
-            if line == lines[r.index] and why.startswith("invalid JSON"):
-                why += " (truncated last line?)"
-            malformed[r.index].append(_malformed(r.events_path, line, why, row["_text"]))
-            if r.index not in counted:
-                counted.add(r.index)
-                malformed_count[r.index] += row["_n"]
+            tally.bad_line(by_index[i], line, row["_reason"], row["_text"], row["_n"], i not in counted)
+            counted.add(i)
 
     base_df = local_rows(
         spark,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pytest_elr.checker import sql
 from pytest_elr.core.history import EVENT_TYPES, REQUIRED_FIELDS
 
 PRODUCE_OPS = ("invoke", "ok", "fail", "info")
@@ -70,36 +71,37 @@ ANALYSED = ("t", "type", "action", "leader", "isr", "hwm", "op", "id", "value", 
             "partition", "offset", "reader", "records_lost", "after")
 
 
+#: events some check or the rollup reads; the rest (sends' invokes, failures, steps) is validated and
+#: counted for line numbers, but not cached: a third fewer rows to keep
+USED = (f"({sql.isin('type', ('consume', 'observe', 'fault', 'hwm_read', 'loss_evidence'))}"
+        " OR (`type` = 'produce' AND `op` = 'ok'))")
+
+
+def _reason() -> str:
+    produce = "`type` = 'produce'"
+    branches = [
+        (f"{sql.ident(CORRUPT)} IS NOT NULL", sql.lit("invalid JSON or wrong field type")),
+        ("`t` IS NULL", sql.lit("missing field 't'")),
+        ("`type` IS NULL", sql.lit("missing field 'type'")),
+        (f"NOT {sql.isin('type', EVENT_TYPES)}", f"concat({sql.lit('unknown event type ')}, `type`)"),
+    ]
+    branches += [(f"`type` = {sql.lit(etype)} AND {sql.ident(name)} IS NULL",
+                  sql.lit(f"{etype} event without field {name!r}"))
+                 for etype, names in REQUIRED_FIELDS.items() for name in names]  # fmt: skip
+    branches += [
+        (f"{produce} AND NOT {sql.isin('op', PRODUCE_OPS)}", f"concat({sql.lit('unknown produce op ')}, `op`)"),
+        (f"{produce} AND `op` = 'ok' AND `acks` IS NULL", sql.lit("produce ok without field 'acks'")),
+    ]
+    return sql.case(branches)
+
+
+#: null for a valid event, else a short reason (refined in Python by :func:`~.load.explain`)
+REASON = _reason()
+
+
 def used() -> F.Column:
-    """Events some check or the rollup reads; the rest (sends' invokes, failures, steps) is
-    validated and counted for line numbers, but not cached: a third fewer rows to keep."""
-    t = F.col("type")
-    return t.isin("consume", "observe", "fault", "hwm_read", "loss_evidence") | (
-        (t == "produce") & (F.col("op") == "ok")
-    )
+    return F.expr(USED)
 
 
 def reason() -> F.Column:
-    """Null for a valid event, else a short reason (refined in Python by :func:`explain`)."""
-    c = F.col
-    reason = F.when(c(CORRUPT).isNotNull(), F.lit("invalid JSON or wrong field type"))
-    reason = reason.when(c("t").isNull(), F.lit("missing field 't'"))
-    reason = reason.when(c("type").isNull(), F.lit("missing field 'type'"))
-    reason = reason.when(
-        ~c("type").isin(*EVENT_TYPES), F.concat(F.lit("unknown event type "), c("type"))
-    )
-    for etype, names in REQUIRED_FIELDS.items():
-        for name in names:
-            reason = reason.when(
-                (c("type") == etype) & c(name).isNull(),
-                F.lit(f"{etype} event without field {name!r}"),
-            )
-    reason = reason.when(
-        (c("type") == "produce") & ~c("op").isin(*PRODUCE_OPS),
-        F.concat(F.lit("unknown produce op "), c("op")),
-    )
-    reason = reason.when(
-        (c("type") == "produce") & (c("op") == "ok") & c("acks").isNull(),
-        F.lit("produce ok without field 'acks'"),
-    )
-    return reason
+    return F.expr(REASON)
