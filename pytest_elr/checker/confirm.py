@@ -108,7 +108,7 @@ class Confirmation:
                 if settings.is_local and not os.environ.get(ENV_JAVA_OPTIONS):
                     settings = replace(settings, java_options="-XX:TieredStopAtLevel=1",
                                        shuffle_partitions=int(os.environ.get(ENV_SHUFFLE_PARTITIONS) or 1),
-                                       conf=SMALL_JOBS)
+                                       conf=SMALL_JOBS + settings.conf)  # the user's settings last
                 spark = get_spark(settings)
                 if prime:
                     _first_job(spark)

@@ -208,16 +208,31 @@ def stop_spark() -> None:
             archive.finish(exit_code)
 
 
+#: the private attributes of a SparkContext the quick stop uses; ``pyproject.toml`` admits any pyspark
+#: 4.x, so a release without one of them is stopped through pyspark's public ``stop()`` instead
+_PRIVATE = ("_jvm", "_jsc", "_gateway", "_accumulatorServer")
+
+
+def _has_internals(sc: object) -> bool:
+    """Whether ``sc`` has every attribute the quick stop reads. Looked at before anything is stopped:
+    a stop half done the quick way cannot be finished the public way (its gateway is gone)."""
+    return all(hasattr(sc, name) for name in _PRIVATE)
+
+
 def _stop_local(spark: SparkSession, proc: subprocess.Popen[bytes]) -> int | None:
     """Stop a session whose JVM this process launched, then the JVM, and wait for it.
 
     ``SparkSession.stop()`` would leave the JVM to exit when this process does, and spends ~1 s
     waiting for pyspark's accumulator server, which polls its connection from the JVM once a second:
-    the JVM goes first here, so that connection closes at once."""
+    the JVM goes first here, so that connection closes at once. A pyspark whose internals differ is
+    stopped with ``stop()``, then its JVM is waited for all the same."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession, SQLContext
 
     sc = spark.sparkContext
+    if not _has_internals(sc):
+        spark.stop()
+        return _wait_jvm(proc)
     try:
         jvm = sc._jvm
         jvm.SparkSession.clearDefaultSession()
@@ -232,14 +247,7 @@ def _stop_local(spark: SparkSession, proc: subprocess.Popen[bytes]) -> int | Non
     if server is not None:  # the JVM's hanging up is no error
         server.server_shutdown = True
         server.handle_error = lambda *args: None  # type: ignore[method-assign]
-    if proc.stdin is not None:
-        proc.stdin.close()  # pyspark's gateway server exits when its stdin closes
-    try:
-        exit_code: int | None = proc.wait(timeout=120)  # writing the archive takes seconds
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        exit_code = None
+    exit_code = _wait_jvm(proc)
     if server is not None:
         # Its handler reads the JVM's connection until that closes (then it stops, quietly: see
         # above). shutdown() waits for its serving loop's next poll; the thread is a daemon.
@@ -252,3 +260,17 @@ def _stop_local(spark: SparkSession, proc: subprocess.Popen[bytes]) -> int | Non
     SparkContext._gateway = None
     SparkContext._jvm = None
     return exit_code
+
+
+def _wait_jvm(proc: subprocess.Popen[bytes]) -> int | None:
+    """Close the JVM's stdin (pyspark's gateway server exits when it closes) and wait for it to exit;
+    killed after 120 s (writing the class-data sharing archive takes seconds)."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    try:
+        return proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None

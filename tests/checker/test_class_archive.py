@@ -126,3 +126,37 @@ def test_sessions_write_then_map_the_archive_and_survive_a_damaged_one(tmp_path:
     assert not archive.exists() or archive.stat().st_size != len(data) // 2
     _session(cache, "fourth")
     assert archive.read_bytes()[:4] == MAGIC
+
+
+_PUBLIC_STOP = """
+import os, sys
+from pytest_elr.checker import session
+session._has_internals = lambda sc: False  # as with a pyspark whose private attributes differ
+spark = session.get_spark(session.SparkSettings(master="local[1]", driver_memory="1g"))
+pid = spark.sparkContext._gateway.proc.pid
+print("count", spark.range(3).count(), pid, flush=True)
+session.stop_spark()
+os.kill(pid, 0)  # raises ProcessLookupError: the JVM has exited before stop_spark returned
+"""
+
+
+def test_a_pyspark_with_other_internals_is_stopped_the_public_way_and_leaves_no_jvm() -> None:
+    """The quick stop reads pyspark's private attributes; when one is missing nothing is stopped that
+    way, pyspark's own stop() runs, and the JVM is still waited for (a half-done quick stop blocked)."""
+    env = {**os.environ, class_archive.ENV_CDS: "0"}
+    done = subprocess.run([sys.executable, "-c", _PUBLIC_STOP], env=env, capture_output=True, text=True, timeout=300)
+    assert "count 3" in done.stdout, done.stderr[-2000:]
+    assert done.returncode != 0 and "ProcessLookupError" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_quick_stop_needs_every_private_attribute() -> None:
+    from pytest_elr.checker.session import _PRIVATE, _has_internals
+
+    class Context:
+        pass
+
+    sc = Context()
+    for name in _PRIVATE:
+        assert not _has_internals(sc)
+        setattr(sc, name, None)
+    assert _has_internals(sc)
