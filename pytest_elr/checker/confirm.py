@@ -29,7 +29,10 @@ SPARK_EXAMPLES = 1000
 #: Spark settings for a session of scenario-sized histories (kilobytes each). Measured on the model
 #: suite's 25 runs (2 cores, load ~12): the first job 32 s -> 20 s without whole-stage code generation
 #: (Janino compiles every stage's code before it runs) and adaptive execution (re-plans every
-#: stage); later jobs 6 -> 5 s. With them go the JIT's first tier only and one shuffle partition.
+#: stage); later jobs 6 -> 5 s. Interpreted expressions (no Janino at all) took the confirmation of
+#: 46 runs from 5.2-5.4 s to 4.0-4.5 s once lower() was gone (docs/performance.md, fourth pass);
+#: they would slow a history of millions of lines. With them go the JIT's first tier only and one
+#: shuffle partition.
 SMALL_JOBS = (("spark.sql.codegen.wholeStage", "false"), ("spark.sql.adaptive.enabled", "false"),
               ("spark.sql.codegen.factoryMode", "NO_CODEGEN"))
 
