@@ -70,3 +70,45 @@ def test_every_event_type_written_is_a_listed_type() -> None:
                 written[node.args[0].value] = f"{file.relative_to(root)}:{node.lineno}"
     assert {"declared_difference", "disagreement", "produce", "consume"} <= set(written)
     assert {t: where for t, where in written.items() if t not in EVENT_TYPES} == {}
+
+
+def test_a_history_closes_without_waiting_for_its_columnar_copy(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() starts the copy and returns; columnar.wait() (which the checker calls before reading)
+    returns once it is made."""
+    import threading
+
+    from pytest_elr.core import columnar
+    from pytest_elr.core.history import EVENTS_FILE, History
+
+    began, release, made = threading.Event(), threading.Event(), []
+
+    def slow_write(events_file: Path, **_: object) -> bool:
+        began.set()
+        release.wait(20)
+        made.append(Path(events_file))
+        return True
+
+    monkeypatch.setattr(columnar, "write", slow_write)
+    history = History.create(tmp_path, scenario="s", profile="kafka")
+    history.record("produce", op="ok", id=1, value="v1", acks="all")
+    history.close("passed")
+    assert began.wait(20) and made == []  # the copy is under way and close() has returned
+    waiter = threading.Thread(target=columnar.wait)
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive()  # wait() waits for the copy (always alive here: the copy is held)
+    release.set()
+    waiter.join(20)
+    assert not waiter.is_alive() and history.directory is not None
+    assert made == [history.directory / EVENTS_FILE]
+
+
+def test_a_copy_made_in_the_background_is_fresh_once_waited_for(tmp_path: Path) -> None:
+    from pytest_elr.core import columnar
+
+    path = write_history(tmp_path / "run", meta(run_id="run"), SyntheticHistory().send(0, 0).read(0, "v0").events)
+    events = Path(path) / "events.jsonl"
+    columnar.write_later(events, min_bytes=0)
+    columnar.wait()
+    assert columnar.fresh(events)

@@ -39,6 +39,7 @@ from pytest_elr.checker.schema import (
 )
 from pytest_elr.core.columnar import MIN_BYTES
 from pytest_elr.core.columnar import fresh as copy_is_fresh
+from pytest_elr.core.columnar import wait as wait_for_copies
 from pytest_elr.core.history import EVENTS_FILE, META_FILE, SCHEMA
 
 if TYPE_CHECKING:
@@ -275,6 +276,7 @@ def load_runs(
     the two share the cores (docs/performance.md). Under Spark Connect it runs before returning."""
     if not paths:
         raise HistoryError("no run directories given")
+    wait_for_copies()  # this process's runs' columnar copies, made in the background as they ended
     sources = [Source(i, p) for i, p in enumerate(paths)]
     runs_of: dict[str, list[int]] = {}  # directory key -> indices of the runs naming it
     for r in sources:

@@ -18,8 +18,10 @@ Not checked in the copy: ``args`` (any JSON value; Spark keeps it as text either
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import threading
 from pathlib import Path
 
 COLUMNAR_FILE = "events.parquet"
@@ -116,3 +118,31 @@ def write(events_file: str | os.PathLike[str], *, min_bytes: int | None = None) 
         return False
     os.replace(tmp, copy)
     return True
+
+
+_pending: list[threading.Thread] = []
+_pending_lock = threading.Lock()
+
+
+def write_later(events_file: str | os.PathLike[str], *, min_bytes: int | None = None) -> None:
+    """:func:`write` in a thread of its own: a run's history closes at once, and its copy is made while
+    the next run goes on (pyarrow releases the GIL). :func:`wait` waits for every copy begun; so does
+    the process at exit (a thread not a daemon: a copy is never left half-written by our exit, and
+    the checker reads the JSON Lines of a run whose copy is not there yet)."""
+    thread = threading.Thread(target=write, args=(events_file,), kwargs={"min_bytes": min_bytes},
+                              name="pytest-elr-columnar-copy")
+    with _pending_lock:
+        _pending[:] = [t for t in _pending if t.is_alive()]
+        _pending.append(thread)
+    thread.start()
+
+
+def wait() -> None:
+    """Wait until every copy begun by :func:`write_later` is written (or given up)."""
+    with _pending_lock:
+        threads, _pending[:] = list(_pending), []
+    for thread in threads:
+        thread.join()
+
+
+atexit.register(wait)

@@ -127,3 +127,15 @@ def test_a_large_history_gets_its_copy_when_it_closes(tmp_path: Path, monkeypatc
         history.record("produce", op="ok", id=i, value=f"v{i}", acks="all", partition=0, offset=i)
     history.close("passed")
     assert history.directory is not None and columnar.fresh(_events(history.directory))
+
+
+def test_reading_runs_waits_for_the_copies_being_made(spark: SparkSession, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's copy is made in the background when its history closes (``columnar.write_later``):
+    reading runs in the same process waits for such copies first, so a large run just closed is read
+    from its copy (that ``columnar.wait`` waits: tests/test_history_format.py)."""
+    path = _run(tmp_path, "run", _anomalies())
+    waited: list[bool] = []
+    monkeypatch.setattr("pytest_elr.checker.load.wait_for_copies", lambda: waited.append(True))
+    with load_runs(spark, [path]) as loaded:
+        assert waited == [True] and loaded.lines[0] > 0
