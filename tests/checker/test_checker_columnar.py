@@ -121,11 +121,13 @@ def test_a_large_history_gets_its_copy_when_it_closes(tmp_path: Path, monkeypatc
     history = History.create(tmp_path, scenario="s", profile="kafka")
     history.record("step", phase="begin")
     history.close("passed")
+    columnar.wait()  # the copy is made in the background (tests/test_history_format.py)
     assert history.directory is not None and not columnar.fresh(_events(history.directory))  # 60 bytes
     history = History.create(tmp_path, scenario="s", profile="kafka")
     for i in range(5):
         history.record("produce", op="ok", id=i, value=f"v{i}", acks="all", partition=0, offset=i)
     history.close("passed")
+    columnar.wait()
     assert history.directory is not None and columnar.fresh(_events(history.directory))
 
 
