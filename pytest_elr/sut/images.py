@@ -2,6 +2,7 @@
 
     elr images build [--kafka-version 4.3.1|4.0.2,4.4.0|all-4x|ci]... [--force]
     elr images tag   [--kafka-version ...]      # print the tag the installed recipes give
+    elr images prune [--kafka-version ...]      # remove every node image but the default's and these
 
 The recipes (``pytest_elr/sut/recipes/``: ``kafka-node/``, ``toxiproxy/``) are package data, read
 with :mod:`importlib.resources`, so an installed wheel builds its own images. Steps (each named in
@@ -429,9 +430,35 @@ def build(kafka_version: str = DEFAULT_KAFKA_VERSION, force: bool = False) -> Bu
     return build_node(kafka_version, force)
 
 
+def prune(keep: Sequence[str]) -> list[str]:
+    """Remove every node image of this namespace but the installed recipes' own for ``keep``.
+
+    CI calls it before the tests (``PYTEST_ELR_PRUNE_IMAGES=1 ./elr test``) so that a machine which
+    built other releases by hand runs the tests with exactly what a new machine's set-up builds: a
+    test that leans on another image then fails here as it would there. Returns the removed tags.
+    """
+    _check_engine()
+    wanted = {node_tag(v) for v in keep}
+    repository = f"{namespace()}/kafka-node"
+    client = resources.docker_client()
+    removed = []
+    for image in client.images.list(name=repository):
+        for tag in image.tags:
+            if tag.startswith(repository + ":") and tag not in wanted:
+                try:
+                    client.images.remove(tag)
+                except docker.errors.APIError as e:  # a container of a running session holds it
+                    _log(f"kept {tag}: {e.explanation or e}")
+                    continue
+                removed.append(tag)
+    return sorted(removed)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="elr images")
-    ap.add_argument("command", choices=["build", "tag", "setup-host"],
+    ap = argparse.ArgumentParser(
+        prog="elr images",
+        epilog="prune: remove every node image but the default release's and the given releases'")
+    ap.add_argument("command", choices=["build", "tag", "prune", "setup-host"],
                     help="setup-host: make a Docker engine answer, install debootstrap (root; recipes/setup-host.sh)")
     ap.add_argument("--kafka-version", action="append",
                     help=f"a version, a comma list or a set ({', '.join(VERSION_SETS)}); repeatable; "
@@ -443,6 +470,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return subprocess.run(["bash", str(script)]).returncode
     try:
         versions = resolve_versions(",".join(a.kafka_version or [DEFAULT_KAFKA_VERSION]))  # each once
+        if a.command == "prune":  # the default release is always kept: every set-up builds it
+            for tag in prune((DEFAULT_KAFKA_VERSION, *versions)):
+                _log(f"removed {tag}")
+            return 0
         for v in versions:
             if a.command == "tag":
                 print(node_tag(v))

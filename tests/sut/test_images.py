@@ -152,12 +152,14 @@ def test_a_node_image_built_on_a_given_base_image(fresh_namespace: str, monkeypa
 
 @pytest.mark.docker
 def test_resolving_refuses_an_image_whose_label_is_another_recipes(fresh_namespace: str, tmp_path: Path) -> None:
-    """Under the very tag the installed recipes give, an image built from other recipes is refused."""
-    real = images.resolve_image("4.3.1", images.node_tag("4.3.1").replace(fresh_namespace, "pytest-elr"))
+    """Under the very tag the installed recipes give, an image built from other recipes is refused.
+    It starts from the default release's image: the one image every set-up builds (``./elr``)."""
+    version = images.DEFAULT_KAFKA_VERSION
+    real = images.resolve_image(version, images.node_tag(version).replace(fresh_namespace, images.DEFAULT_NAMESPACE))
     (tmp_path / "Dockerfile").write_text(f"FROM {real}\nLABEL {images.RECIPE_HASH_LABEL}=0123456789ab\n")
-    _docker("build", "-q", "-t", images.node_tag("4.3.1"), str(tmp_path))
+    _docker("build", "-q", "-t", images.node_tag(version), str(tmp_path))
     with pytest.raises(ImageMismatchError, match=r"recipe hash 0123456789ab.*\nfix: `elr images build"):
-        images.resolve_image("4.3.1")
+        images.resolve_image(version)
 
 
 def _files_in(container: Any, directory: str) -> dict[str, bytes]:
@@ -213,3 +215,21 @@ def test_the_node_format_writes_what_storagetool_writes(role: str) -> None:
     assert props[0]["node.id"] == str(node) and props[0]["cluster.id"] == "ClusterIdForTheTest001"
     for name in set(ours) - {"meta.properties"}:
         assert _records(ours[name]) == _records(theirs[name]) and _records(ours[name]), name
+
+
+@pytest.mark.docker
+def test_prune_keeps_only_the_named_releases_node_images(fresh_namespace: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """What CI runs first (``PYTEST_ELR_PRUNE_IMAGES=1``): another release's node image and one of
+    older recipes go; the kept release's image and images outside the node repository stay."""
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nLABEL pytest-elr.test=prune\n")
+    kept, other = images.node_tag(images.DEFAULT_KAFKA_VERSION), images.node_tag("4.3.1")
+    stale = f"{fresh_namespace}/kafka-node:{images.DEFAULT_KAFKA_VERSION}-0123456789ab"
+    unrelated = f"{fresh_namespace}/base:bookworm-test"
+    for tag in (kept, other, stale, unrelated):
+        _docker("build", "-q", "-t", tag, str(tmp_path))
+    assert images.main(["prune", "--kafka-version", images.DEFAULT_KAFKA_VERSION]) == 0
+    assert f"removed {other}" in capsys.readouterr().err
+    left = set(_docker("images", "--format", "{{.Repository}}:{{.Tag}}").split())
+    assert kept in left and unrelated in left
+    assert other not in left and stale not in left
