@@ -25,7 +25,7 @@ KILLED_BY = {
         "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step quorum-back",
     "stale-broker-epoch-accepted": "scenario kip903-stale-broker-epoch [kip966]: step T3",
     "min-isr-not-capped-at-rf": "scenario kip966-effective-min-isr [kip966]: step both-replicas",
-    "tolerance-counts-crashes": "negative control crashes-then-last-replica-loses [legacy]: no_acked_loss did not fire",
+    "tolerance-counts-crashes": "rule check design notes 5.1.2 / KIP-966 Motivation",
     "tolerance-never-resets": "negative control caught-up-then-last-replica-loses [legacy]: no_acked_loss did not fire",
     "lagging-followers-leave-together": "rule check design notes 5.2.1 Case F",
 }

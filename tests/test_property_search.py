@@ -53,8 +53,8 @@ def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path
     assert legacy.passed, legacy.message
     assert legacy.verdict is not None and legacy.verdict.lost, "the replay must lose records"
     # The KIP's full design loses nothing on the same schedule. The `kafka` profile (the last known
-    # leader elected, no log inspection) can: with one crash and one lost disk it elects the lossy
-    # last leader (scenarios/kafka_last_leader_lossy_within_tolerance.elr.yaml, measured on Kafka).
+    # leader elected, no log inspection) can, beyond min ISR - 1 unclean shutdowns, as KIP-966's
+    # Delivery plan documents (scenarios/kafka_last_leader_after_unclean_shutdowns.elr.yaml).
     safe = run_scenario(scenario, ModelBackend(), "kip966")
     assert safe.passed, safe.message
 

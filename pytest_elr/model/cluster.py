@@ -394,7 +394,8 @@ class ModelCluster:
     def _stop(self, broker: int, clean: bool, lossy: bool = False) -> None:
         b = self._running(broker)
         if not clean:
-            self.ledger.shutdown(broker, lossy, self.trusted(), self.profile.rules.crash_is_lossless)
+            self.ledger.shutdown(broker, lossy, self.trusted(), self.profile.tolerance_counts_crashes,
+                                 self.profile.rules.crash_is_lossless)
         log = self.logs.get(broker)
         if clean:
             if log is not None:

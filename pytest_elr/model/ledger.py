@@ -6,9 +6,16 @@ design notes make it precise: "Clean recovery which is possible when no more tha
 (5.1.2). The model's invariants about data promise something only within that tolerance, so the
 ledger counts exactly what the seeds count:
 
-* only a *lossy* shutdown enters it (a power cut, a new disk): "The page cache would not be
-  discarded if the Kafka process was terminated but the OS remained up" (design notes 5.1.1), so
-  a crash loses nothing and is not counted;
+* which shutdowns enter it depends on the recovery the profile has. The design notes count
+  *lossy* ones (a power cut, a new disk): "The page cache would not be discarded if the Kafka
+  process was terminated but the OS remained up" (5.1.1), so a crash loses nothing -- and their
+  tolerance holds because balanced unclean recovery inspects the logs and elects the longest
+  (5.3.3). KIP-966 states its goal in *unclean* shutdowns: "elect a leader without data loss or HWM
+  moving backward when we only have min ISR - 1 unclean shutdowns" ("Motivation"), and an ELR
+  member that registers after any unclean shutdown loses its eligibility. A profile without
+  unclean recovery (Kafka as shipped, pre-ELR Kafka) therefore counts every unclean shutdown,
+  crashes included (``Profile.tolerance_counts_crashes``): a crashed replica's log is intact, but
+  the controller no longer knows it and elects the last known leader instead ("Delivery plan");
 * only a replica the protocol relied on at that moment (leader, ISR, ELR, LastKnownELR): any other
   replica must catch up before it can be a candidate again (the Unclean Exclusion property);
 * an entry is *concurrent* until the replica "has provably caught-up to the leader" (design notes
@@ -30,9 +37,11 @@ class LossLedger:
 
     suspects: set[int] = field(default_factory=set)
 
-    def shutdown(self, broker: int, lossy: bool, relied_on: set[int], crash_is_lossless: bool = True) -> None:
-        """A broker stopped uncleanly (``lossy``: its unsynced writes are gone)."""
-        if (lossy or not crash_is_lossless) and broker in relied_on:
+    def shutdown(self, broker: int, lossy: bool, relied_on: set[int], counts_crashes: bool = False,
+                 crash_is_lossless: bool = True) -> None:
+        """A broker stopped uncleanly (``lossy``: its unsynced writes are gone). ``counts_crashes``:
+        the profile's tolerance counts unclean shutdowns (KIP-966), not only lossy ones."""
+        if (lossy or counts_crashes or not crash_is_lossless) and broker in relied_on:
             self.suspects.add(broker)
 
     def caught_up(self, isr: list[int], min_isr: int, leader_live: bool, resets: bool = True) -> None:

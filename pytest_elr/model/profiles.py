@@ -80,6 +80,11 @@ class Profile:
     #: after a min ISR change the leader's HWM waits for the next event (an append, a follower's log
     #: end moving, an ISR change) before it moves (controller.hwm_reevaluated; measured on Kafka 4.3.1)
     hwm_waits_for_an_event: bool = False
+    #: the tolerance the data invariants promise within counts every unclean shutdown, crashes
+    #: too (KIP-966 "Motivation": "when we only have min ISR - 1 unclean shutdowns"), not only
+    #: lossy ones (design notes 5.1.2, which rely on balanced unclean recovery inspecting the logs:
+    #: only a profile that has it may count lossy shutdowns alone; model/ledger.py)
+    tolerance_counts_crashes: bool = False
     description: str = ""
     #: differences from the real system the model does not reproduce (docs/model.md)
     deviations: tuple[Deviation, ...] = ()
@@ -108,6 +113,7 @@ PROFILES: dict[str, Profile] = {
         unclean_recovery=None,
         directory_ids=True,
         hwm_waits_for_an_event=True,
+        tolerance_counts_crashes=True,
         description="Apache Kafka 4.1+ as shipped (ELR on; LastKnownElr = last leader)",
         kip_differences=(
             Deviation(
@@ -145,6 +151,7 @@ PROFILES: dict[str, Profile] = {
         unclean_recovery=None,
         directory_ids=True,
         hwm_waits_for_an_event=True,
+        tolerance_counts_crashes=True,
         description="ELR off: the ISR never empties, the last ISR member is re-elected",
     ),
 }
