@@ -286,6 +286,7 @@ def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
     props = {"verdict": _verdict_word(result), "acked": verdict.acked if verdict else 0,
              "read": verdict.read if verdict else 0, "lost": verdict.lost_count if verdict else 0,
              "disagreements": len(result.disagreements), "declared_differences": len(result.declared),
+             "kafka_departs": "; ".join(d["summary"] for d in result.departures),
              "history": str(result.history_dir or "")}
     xml = item.config.stash.get(junitxml.xml_key, None)
     if item.config.getini("junit_family") == "xunit1" or xml is None:
@@ -321,6 +322,11 @@ def _result_word(r: RunResult) -> str:
     if r.known_failure:
         return "fails (known)" if not r.passed else "PASS (UNEXPECTED: known to fail)"
     return "PASS" if r.passed else "FAIL"
+
+
+def _departs(r: RunResult) -> str:
+    """The documented differences from the KIP a run relied on, for its row of the verdict table."""
+    return f" · Kafka departs: {'; '.join(d['summary'] for d in r.departures)}" if r.departures else ""
 
 
 MATRIX_CELL = {"PASS": "pass", "FAIL": "FAIL", "fails (known)": "known", "PASS (UNEXPECTED: known to fail)": "XPASS"}
@@ -568,7 +574,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         read = r.verdict.read if r.verdict else 0
         tr.write_line(
             f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} " + (f"{r.kafka_version or '-':<7} " if matrix else "")
-            + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}"
+            + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}{_departs(r)}"
         )
     if matrix:
         _matrix(tr, results, releases)

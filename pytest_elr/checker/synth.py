@@ -128,6 +128,8 @@ def every_event_type() -> SyntheticHistory:
           observed=obs.as_event(), model=obs.as_event())
     h.add("declared_difference", after="power_off", field="last_known_elr", model=[3], observed=[],
           reason="measured on Kafka 4.3.1", source="profile kafka")
+    h.add("kip_departure", after="set_min_isr", rule="change_min_isr", summary="min ISR change clears ELR",
+          reason="a ClearElrRecord whatever the ISR", source="measured on Kafka 4.3.1")
     h.add("alternatives", after="slow", allowed=3, kept=1,
           states=["leader=1 isr=[1] elr=[2, 3]", "leader=1 isr=[1] elr=[3]", "leader=1 isr=[1] elr=[2]"],
           observed="leader=1 isr=[1] elr=[3]")

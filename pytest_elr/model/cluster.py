@@ -570,7 +570,7 @@ class ModelCluster:
             # the first: timing decides whether one comes (``controller.assignment_resent``).
             if b in self.dir_pending and b not in self.assignments_held:
                 self.dir_pending.discard(b)
-                controller.reassign_directory(part)
+                controller.reassign_directory(part, self.ctx)
                 if self.timing is not None and self.timing.choose((False, True)):
                     controller.assignment_resent(part, ctx)
             # KIP-966 "Delivery plan": elect the LastKnownLeader "once it is unfenced"; a broker
@@ -652,11 +652,12 @@ class ModelCluster:
         lead = self.logs[leader]
         if self.hwm_waits_since is not None and part.partition_epoch != self.hwm_waits_since:
             self.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
-        if controller.hwm_reevaluated(self.hwm_waits_since is None) and \
-                controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
+        if controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
             ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
             new_hwm = controller.advance_hwm(lead.hwm, ends)
-            if new_hwm > lead.hwm:
+            if new_hwm > lead.hwm and not controller.hwm_reevaluated(self.hwm_waits_since is None):
+                self.ctx.depart("hwm_reevaluated")  # the KIP would let it move now
+            elif new_hwm > lead.hwm:
                 lead.hwm = new_hwm
                 self._extend_committed(lead)
         # ISR changes: one AlterPartition in flight at a time.

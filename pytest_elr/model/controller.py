@@ -25,7 +25,7 @@ with the scenario that exercises each.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 from pytest_elr.model.profiles import LastKnown, Profile, Rules, UncleanRecovery
@@ -50,6 +50,14 @@ class ControllerContext:
     #: unclean elections made because unclean.leader.election.enable was on (the operator chose
     #: availability over durability: the data invariants promise nothing after one)
     chosen_unclean_elections: int = 0
+    #: the profile's differences from the KIP (``Profile.kip_differences``) a rule has relied on so
+    #: far: a run that passes by one of them says so (``RunResult.departures``)
+    departures: set[str] = field(default_factory=set)
+
+    def depart(self, rule: str) -> None:
+        """The profile's rule did what the KIP would not, here (counted only where declared)."""
+        if any(d.field == rule for d in self.profile.kip_differences):
+            self.departures.add(rule)
 
     def eff(self, part: PartitionRecord) -> int:
         """The effective min ISR of the partition."""
@@ -124,7 +132,7 @@ def register_unclean(part: PartitionRecord, broker: int, ctx: ControllerContext)
         maybe_elect(part, ctx)
 
 
-def reassign_directory(part: PartitionRecord) -> None:
+def reassign_directory(part: PartitionRecord, ctx: ControllerContext) -> None:
     """A replica registered on a new disk: the partition moves to that directory, a partition
     change of its own (no leader change). A late AlterPartition then fails the partition-epoch
     check before KIP-903's broker-epoch check is reached.
@@ -135,6 +143,7 @@ def reassign_directory(part: PartitionRecord) -> None:
 
     Mutation switch: none.
     """
+    ctx.depart("reassign_directory")
     bump(part, leader_change=False)
 
 
@@ -230,8 +239,11 @@ def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerConte
     ctx.min_isr = new_min_isr
     if not ctx.profile.elr:
         return
-    clears = (ctx.profile.last_known is LastKnown.LAST_LEADER and changed) or len(part.isr) >= ctx.eff(part)
+    kip_clears = len(part.isr) >= ctx.eff(part)
+    clears = (ctx.profile.last_known is LastKnown.LAST_LEADER and changed) or kip_clears
     if clears and (part.elr or part.last_known_elr):
+        if not kip_clears:
+            ctx.depart("change_min_isr")
         part.elr = []
         part.last_known_elr = []
         bump(part, leader_change=False)
@@ -341,6 +353,7 @@ def record_last_known_leader(part: PartitionRecord, gone: int, ctx: ControllerCo
     """
     if ctx.profile.last_known is LastKnown.LAST_LEADER and not part.last_known_elr:
         part.last_known_elr = [gone]
+        ctx.depart("record_last_known_leader")
 
 
 def bump(part: PartitionRecord, leader_change: bool) -> None:
@@ -439,6 +452,7 @@ def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | 
             return recovered, recovered is not None
         last = last_known_leader(part, ctx)
         if last is not None:
+            ctx.depart("record_last_known_leader")  # KIP-966 "Delivery plan": part 2 not shipped
             return last, True
     chosen = unclean_leader_election(part, ctx)
     return chosen, chosen is not None

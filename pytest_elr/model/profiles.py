@@ -64,6 +64,8 @@ class Deviation:
     field: str
     reason: str
     source: str
+    #: a few words for the verdict table ("Kafka departs: <summary>")
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,24 +125,28 @@ PROFILES: dict[str, Profile] = {
                 "when the new min ISR <= ISR size (an update to the same value changes nothing)",
                 "measured on Kafka 4.3.1: scenarios/min_isr_change_same_value.elr.yaml, "
                 "scenarios/min_isr_change_leaderless.elr.yaml",
+                summary="min ISR change clears ELR",
             ),
             Deviation(
                 "record_last_known_leader",
                 "LastKnownElr holds only the last leader, elected uncleanly once unfenced; no "
                 "unclean recovery (no log inspection)",
                 "KIP-966 'Delivery plan'; Kafka 4.3.1: scenarios/kip966_t0_t7_walkthrough.elr.yaml",
+                summary="LastKnownElr = last leader, elected once unfenced",
             ),
             Deviation(
                 "hwm_reevaluated",
                 "after a min ISR change the HWM moves only at the next append, follower progress or "
                 "ISR change; the KIP says when it may move, not when it is evaluated",
                 "measured on Kafka 4.3.1: scenarios/min_isr_change_lower_and_raise.elr.yaml",
+                summary="HWM waits for an event after a min ISR change",
             ),
             Deviation(
                 "reassign_directory",
                 "a replica on a new disk moves the partition (KIP-858), so a late AlterPartition fails "
                 "the partition-epoch check before KIP-903's broker-epoch check",
                 "measured on Kafka 4.3.1: scenarios/kip903_stale_broker_epoch.elr.yaml",
+                summary="new disk moves the partition (KIP-858)",
             ),
         ),
     ),

@@ -265,7 +265,8 @@ def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisM
 
 
 def _findings(run: Run) -> str:
-    kinds = ("violation", "disagreement", "declared_difference", "loss_evidence", "model_error", "backend_error")
+    kinds = ("violation", "disagreement", "declared_difference", "kip_departure", "loss_evidence", "model_error",
+             "backend_error")
     found = [e for e in run.events if e["type"] in kinds and (e["type"] != "loss_evidence" or e.get("proof"))]
     if not found:
         return ""
@@ -279,6 +280,8 @@ def _finding(e: dict[str, object]) -> str:
     if e["type"] == "declared_difference":
         return (f"after {e.get('after')}, {e.get('field')}: model {e.get('model')}, observed {e.get('observed')} "
                 f"-- {e.get('reason')} [{e.get('source')}]")
+    if e["type"] == "kip_departure":
+        return f"Kafka departs from the KIP: {e.get('summary')} -- {e.get('reason')} [{e.get('source')}]"
     if e["type"] == "loss_evidence":  # a loss proved by presence
         return (f"{e.get('count')} acknowledged records an earlier read saw (served by {e.get('served_by')}) are "
                 f"absent from the final read; broker {e.get('victim')} lost offsets {e.get('truncated')}")

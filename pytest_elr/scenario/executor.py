@@ -101,6 +101,9 @@ class RunResult:
     declared: list[dict[str, Any]] = field(default_factory=list)
     #: acknowledged acks=all records an earlier read saw and the final read did not
     lost_by_presence: list[dict[str, Any]] = field(default_factory=list)
+    #: the profile's documented differences from the KIP this run relied on (a pass by one of them
+    #: is a pass of Kafka's rule, not the KIP's: the verdict table and the report say so)
+    departures: list[dict[str, Any]] = field(default_factory=list)
     #: the release under test (None: the backend has none) and, when the scenario declares this
     #: release a known failure, why (the run is then expected to fail)
     kafka_version: str | None = None
@@ -172,6 +175,8 @@ class Executor:
         self.seen: dict[str, Seen] = {}
         self._read_to = 0
         self.lost_by_presence: list[dict[str, Any]] = []
+        #: the profile's differences from the KIP the oracle relied on, each once, in order
+        self.departures: list[dict[str, Any]] = []
 
     @property
     def last_hwm(self) -> int | None:
@@ -308,6 +313,19 @@ class Executor:
         elif isinstance(result, list):
             for loss in result:
                 self._keep_loss(loss, action, ctx)
+        self._note_departures(action)
+
+    def _note_departures(self, action: Action) -> None:
+        """Each documented difference from the KIP the oracle's rules relied on, the first time."""
+        if self.model is None:
+            return
+        known = {d["rule"] for d in self.departures}
+        for deviation in self.model.profile.kip_differences:
+            if deviation.field in self.model.ctx.departures and deviation.field not in known:
+                entry = {"rule": deviation.field, "summary": deviation.summary or deviation.field,
+                         "reason": deviation.reason, "source": deviation.source}
+                self.departures.append({"step": self.history.step, **entry})
+                self.history.record("kip_departure", after=action.kind, **entry)
 
     def _keep_loss(self, loss: LossEvidence, action: Action, ctx: StepContext) -> None:
         """A lossy action's evidence counts for the step; a restart's completes the cut's."""
@@ -782,7 +800,7 @@ class ScenarioRun:
             violations=ex.violations, losses=ex.losses, history_dir=self.history.directory,
             duration_s=time.monotonic() - self.started,
             disagreements=[d.as_dict() for d in ex.disagreements], declared=[d.as_dict() for d in ex.declared],
-            lost_by_presence=ex.lost_by_presence, kafka_version=self.backend.kafka_version,
+            lost_by_presence=ex.lost_by_presence, departures=ex.departures, kafka_version=self.backend.kafka_version,
             known_failure=self.history.meta.get("known_failure") or "",
         )
 
