@@ -566,14 +566,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.section("pytest-elr verdicts")
     releases = sorted({r.kafka_version for r in results if r.kafka_version}, key=Version)
     matrix = len(releases) > 1
-    header = (f"{'scenario':<40} {'profile':<8} {'backend':<7} " + (f"{'kafka':<7} " if matrix else "")
+    name = max(40, *(len(r.scenario) for r in results))  # the column fits the longest name
+    header = (f"{'scenario':<{name}} {'profile':<8} {'backend':<7} " + (f"{'kafka':<7} " if matrix else "")
               + f"{'acked':>6} {'read':>6}  {'fault bit':<9} {'verdict':<18} result")
     tr.write_line(header)
     for r in results:
         acked = r.verdict.acked if r.verdict else 0
         read = r.verdict.read if r.verdict else 0
         tr.write_line(
-            f"{r.scenario:<40} {r.profile:<8} {r.backend:<7} " + (f"{r.kafka_version or '-':<7} " if matrix else "")
+            f"{r.scenario:<{name}} {r.profile:<8} {r.backend:<7} " + (f"{r.kafka_version or '-':<7} " if matrix else "")
             + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}{_departs(r)}"
         )
     if matrix:
