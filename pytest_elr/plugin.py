@@ -36,6 +36,8 @@ HISTORY_DIR = pytest.StashKey[Path]()
 SESSIONS = pytest.StashKey[dict[str, Session | None]]()
 #: set when the settings ask for the Spark checker but pyspark is not installed
 SPARK_MISSING = pytest.StashKey[bool]()
+#: an xdist worker's xunit2 suite properties of the run, sent with its report to the controller
+JUNIT_PROPERTIES = pytest.StashKey[list[tuple[str, Any]]]()
 #: the Spark confirmation of this session's inline verdicts (the ``spark`` checker under pytest)
 CONFIRMATION = pytest.StashKey[Confirmation]()
 #: why the session's verdicts could not be confirmed (Spark would not start or read them)
@@ -54,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "elr_profile(name): profile a Python-API test runs under")
     config.stash[RESULTS] = []
     _check_options(config)
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_JunitRelay(config), "pytest-elr-junit-relay")
 
 
 def _check_options(config: pytest.Config) -> None:
@@ -270,6 +274,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A Python test that misuses the API, or whose expectation fails, gets the message that
     names its own line -- not pytest's traceback through the plugin."""
     report = yield
+    if call.when == "call" and JUNIT_PROPERTIES in item.stash:
+        report.elr_junit_properties = item.stash[JUNIT_PROPERTIES]  # to the xdist controller
     error = call.excinfo.value if call.excinfo is not None else None
     if isinstance(error, (ScenarioError, ScenarioFailure)) and not isinstance(item, ScenarioItem):
         report.longrepr = str(error)
@@ -288,12 +294,32 @@ def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
              "disagreements": len(result.disagreements), "declared_differences": len(result.declared),
              "kafka_departs": "; ".join(d["summary"] for d in result.departures),
              "history": str(result.history_dir or "")}
-    xml = item.config.stash.get(junitxml.xml_key, None)
-    if item.config.getini("junit_family") == "xunit1" or xml is None:
+    if item.config.getini("junit_family") == "xunit1":
         item.user_properties += list(props.items())
-        return
-    for key, value in props.items():
-        xml.add_global_property(f"{item.nodeid}::{key}", value)
+    elif hasattr(item.config, "workerinput"):  # the controller writes the file: they go with the report
+        item.stash[JUNIT_PROPERTIES] = [(f"{item.nodeid}::{key}", value) for key, value in props.items()]
+    else:
+        _add_suite_properties(item.config, [(f"{item.nodeid}::{key}", value) for key, value in props.items()])
+
+
+def _add_suite_properties(config: pytest.Config, properties: list[tuple[str, Any]]) -> None:
+    xml = config.stash.get(junitxml.xml_key, None)
+    if xml is not None:
+        for name, value in properties:
+            xml.add_global_property(name, value)
+
+
+class _JunitRelay:
+    """xdist controller: a worker's run brings its xunit2 suite properties with its report (the
+    workers write no file; as test case properties they would break the xunit2 schema)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = getattr(report, "elr_junit_properties", None)
+        if properties:
+            _add_suite_properties(self.config, [(str(name), value) for name, value in properties])
 
 
 def _proof(p: dict[str, Any]) -> str:
@@ -355,8 +381,7 @@ def _checker(config: pytest.Config) -> Checker:
     confirms each verdict (:func:`_confirm`); a Spark job per run cost ~3 s each. Without pyspark
     (a plain ``pip install pytest-elr``) the inline checker judges alone, and the summary says so."""
     name = str(setting(config, "checker"))
-    if name == "spark" and not _importable("pyspark"):
-        config.stash[SPARK_MISSING] = True
+    if _spark_missing(config):
         name = "inline"
     if name == "spark":
         if not hasattr(config, "workerinput"):  # under xdist the controller confirms: workers start no JVM
@@ -366,8 +391,16 @@ def _checker(config: pytest.Config) -> Checker:
     return CHECKERS[name]
 
 
+def _spark_missing(config: pytest.Config) -> bool:
+    """The settings ask for the Spark checker but pyspark is not installed. Asked of the process
+    itself, once: an xdist controller runs no test, yet it is the one that would confirm."""
+    if SPARK_MISSING not in config.stash:
+        config.stash[SPARK_MISSING] = setting(config, "checker") == "spark" and not _importable("pyspark")
+    return config.stash[SPARK_MISSING]
+
+
 def _confirming(config: pytest.Config) -> bool:
-    return setting(config, "checker") == "spark" and not config.stash.get(SPARK_MISSING, False)
+    return setting(config, "checker") == "spark" and not _spark_missing(config)
 
 
 def _confirmation(config: pytest.Config) -> Confirmation:
@@ -542,7 +575,7 @@ def _say_checker(tr: Any, config: pytest.Config, results: list[RunResult]) -> No
     """Who gave the verdicts above: the Spark job, or the inline checker, or (loudly) nobody agreed."""
     checkers = sorted({r.verdict.checker for r in results if r.verdict})
     tr.write_line(f"verdicts by the {', '.join(checkers) or 'no'} checker")
-    if config.stash.get(SPARK_MISSING, False):
+    if _spark_missing(config):
         tr.write_line("(pyspark is not installed, so the inline checker judged: "
                       "pip install 'pytest-elr[spark]' for the Spark job)")
     confirmation = config.stash.get(CONFIRMATION, None)

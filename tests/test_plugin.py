@@ -199,15 +199,19 @@ def test_live_progress_with_verbose_only(pytester: pytest.Pytester) -> None:
     forced.stdout.fnmatch_lines([line])
 
 
-def test_junit_is_schema_valid_xunit2_and_tells_errors_from_failures(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_junit_is_schema_valid_xunit2_and_tells_errors_from_failures(pytester: pytest.Pytester,
+                                                                     xdist: list[str]) -> None:
     """xunit2: no properties inside a test case (the schema has none there); the verdict and
-    counts are suite properties; a scenario Kafka got wrong is a <failure>."""
+    counts are suite properties -- under xdist too, where the workers' runs bring them to the
+    controller that writes the file; a scenario Kafka got wrong is a <failure>."""
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
     pytester.makefile(".elr.yaml", wrong="cluster: {brokers: 3}\n"
                                          "topic: {replicas: [0, 1, 2], min_insync_replicas: 2}\n"
                                          "profiles: [kafka]\n"
                                          "steps: [{at: T0, do: [{isolate: 0}], expect: {leader: 2}}]\n")
-    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "--junitxml=out.xml")
+    result = pytester.runpytest_subprocess(*xdist, "--elr-backend=model", "--elr-checker=inline",
+                                           "--junitxml=out.xml", "-p", "no:randomly")
     result.assert_outcomes(passed=3, failed=1)
     root = ET.parse(pytester.path / "out.xml").getroot()
     suite = root.find("testsuite")
@@ -261,6 +265,14 @@ def test_without_pyspark_the_inline_checker_judges_and_says_so(pytester: pytest.
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["verdicts by the inline checker",
                                  "*pyspark is not installed*pip install 'pytest-elr[[]spark[]]'*"])
+    assert result.ret == 0
+    # Under xdist the controller runs no test, yet it is the one that would confirm: it must know
+    # pyspark is missing too, and exit as the same run without xdist does.
+    spread = pytester.runpytest_subprocess("-n", "2", "--elr-backend=model", "-p", "no:randomly")
+    spread.assert_outcomes(passed=3)
+    assert spread.ret == 0, spread.stdout.str()
+    assert "VERDICTS NOT CONFIRMED" not in spread.stdout.str()
+    spread.stdout.fnmatch_lines(["*pyspark is not installed*"])
 
 
 def test_default_checker_judges_inline_and_one_spark_job_confirms(pytester: pytest.Pytester) -> None:
