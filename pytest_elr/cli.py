@@ -1,6 +1,6 @@
 """``elr``: every tool of pytest-elr behind one command (also ``python -m pytest_elr``).
 
-    elr <command> [arguments]       elr <command> --help
+    elr <command> [arguments]       elr <command> --help       elr --version
 
 Each command is a ``main(argv) -> exit code`` in the package it measures or drives, imported only
 when that command runs: listing the commands needs neither PySpark nor Docker.
@@ -11,7 +11,10 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import NamedTuple
+
+from pytest_elr.core.reader import did_you_mean
 
 
 class Command(NamedTuple):
@@ -44,6 +47,17 @@ COMMANDS: dict[str, Command] = {
 }
 
 HELP = ("-h", "--help")
+VERSION = ("-V", "--version")
+#: a module an optional part needs -> the extra that installs it (pyproject.toml)
+EXTRAS = {"pyspark": "spark", "pyarrow": "spark", "rich": "spark", "pyfuse3": "lazyfs", "trio": "lazyfs",
+          "duckdb": "bench"}
+
+
+def package_version() -> str:
+    try:
+        return version("pytest-elr")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def usage(group: str = "") -> str:
@@ -56,17 +70,29 @@ def usage(group: str = "") -> str:
     return "\n".join(lines)
 
 
-def run(command: Command, argv: list[str]) -> int:
+def run(command: Command, argv: list[str], name: str = "") -> int:
     module, function = command.target.split(":")
-    return getattr(importlib.import_module(module), function)(argv)
+    try:
+        entry = getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as exc:  # an optional part not installed: say which, not a traceback
+        missing = (exc.name or "").split(".")[0]
+        if missing not in EXTRAS:
+            raise
+        print(f"elr {name}: needs {missing}, which is not installed.\n"
+              f"fix: pip install 'pytest-elr[{EXTRAS[missing]}]'", file=sys.stderr)
+        return 2
+    return entry(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] and args[0] in VERSION:
+        print(f"elr (pytest-elr) {package_version()}")
+        return 0
     for name, command in COMMANDS.items():
         words = name.split()
         if args[:len(words)] == words:
-            return run(command, args[len(words):])
+            return run(command, args[len(words):], name)
     groups = {n.split()[0] for n in COMMANDS if " " in n}
     group = args[0] if args and args[0] in groups else ""
     rest = args[1:] if group else args
@@ -74,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(usage(group))
         return 0
     if rest:
-        print(f"elr: unknown command: {' '.join(args)}", file=sys.stderr)
+        words = sorted({n.split()[-1] if group else n.split()[0] for n in COMMANDS if not group or n.startswith(group)})
+        print(f"elr: unknown command: {' '.join(args)}{did_you_mean(rest[0], words)}", file=sys.stderr)
     print(usage(group), file=sys.stderr)
     return 2

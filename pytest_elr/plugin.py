@@ -27,7 +27,7 @@ from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun, say_difference
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
 from pytest_elr.scenario.schema import Scenario
-from pytest_elr.settings import SETTINGS, add_options, path_setting, setting
+from pytest_elr.settings import SETTINGS, add_options, path_setting, setting, setting_source
 
 SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
 RESULTS = pytest.StashKey[list[RunResult]]()
@@ -67,7 +67,7 @@ def _check_options(config: pytest.Config) -> None:
     try:
         load_backend(str(setting(config, "backend")))
     except BackendError as exc:
-        raise pytest.UsageError(f"--elr-backend: {exc}") from None
+        raise pytest.UsageError(f"{setting_source(config, 'backend')}: {exc}") from None
     try:
         _versions(config)
     except VersionError as exc:

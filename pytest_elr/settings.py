@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_elr.core.reader import did_you_mean
 from pytest_elr.model.profiles import PROFILE_NAMES
 
 
@@ -49,9 +50,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kafka_version", "Kafka release for the kafka backend (default: the newest built and tested)",
             env="PYTEST_ELR_KAFKA_VERSION"),
     Setting("progress", "print each step as it runs (label, actions, the state it settles in, time): auto (with "
-            "-v, not under xdist), on or off", "auto", choices=("auto", "on", "off")),
+            "-v, not under xdist), on or off (true/false, yes/no, 1/0 too)", "auto", choices=("auto", "on", "off")),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
+#: the spellings of a boolean an ini file or a CI variable may use, for settings whose choices are on/off
+BOOLEAN_WORDS = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}
+
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -64,23 +68,38 @@ def add_options(parser: pytest.Parser) -> None:
 
 def setting(config: pytest.Config, name: str) -> str | None:
     """The value of a setting: command line, then environment, then ini file, then default."""
+    return _lookup(config, name)[0]
+
+
+def setting_source(config: pytest.Config, name: str) -> str:
+    """Where the setting's value comes from, as an error message names it: ``--elr-backend``,
+    ``$PYTEST_ELR_BACKEND`` or ``<ini file>: elr_backend``."""
+    return _lookup(config, name)[1]
+
+
+def _lookup(config: pytest.Config, name: str) -> tuple[str | None, str]:
     s = BY_NAME[name]
     value = config.getoption(s.ini)
+    where = s.option
     if value is None and s.env:
         value = os.environ.get(s.env) or None
+        where = f"${s.env}"
     from_ini = False
     if value is None:
         ini = config.getini(s.ini)
         if ini:
             value, from_ini = str(ini).strip(), True
+            where = f"{config.inipath or 'the ini file'}: {s.ini}"
     if value is None:
-        return s.default
+        return s.default, "the default"
+    if s.choices is not None and {"on", "off"} <= set(s.choices):
+        value = BOOLEAN_WORDS.get(value.lower(), value)
     if s.choices is not None and value not in s.choices:
-        where = f"ini {s.ini}" if from_ini else s.option
-        raise pytest.UsageError(f"{where}: expected one of {', '.join(s.choices)}, got {value!r}")
+        raise pytest.UsageError(f"{where}: expected one of {', '.join(s.choices)}, got {value!r}"
+                                + did_you_mean(value, s.choices))
     if s.path and from_ini and config.inipath is not None:
         value = str(config.inipath.parent / value)
-    return value
+    return value, where
 
 
 def path_setting(config: pytest.Config, name: str) -> Path | None:

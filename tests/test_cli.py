@@ -39,3 +39,23 @@ def test_each_command_passes_help_through(name: str) -> None:
     done = elr(*name.split(), "--help")
     assert done.returncode == 0, done.stderr
     assert "-h, --help" in done.stdout  # the command's own argparse help, not elr's list
+
+
+def test_version_and_a_near_miss_named() -> None:
+    done = elr("--version")
+    assert done.returncode == 0 and done.stdout.startswith("elr (pytest-elr) "), done
+    assert done.stdout.split()[-1][0].isdigit(), done.stdout  # the installed distribution's version
+    typo = elr("serch")
+    assert typo.returncode == 2 and "unknown command: serch (did you mean 'search'?)" in typo.stderr
+    grouped = elr("bench", "modle")
+    assert grouped.returncode == 2 and "(did you mean 'model'?)" in grouped.stderr
+
+
+def test_a_command_whose_extra_is_missing_says_which_to_install() -> None:
+    """``elr check`` needs pyspark: without it, two lines and exit 2, not a traceback."""
+    code = ("import sys; sys.modules['pyspark'] = None  # as if not installed\n"
+            "from pytest_elr.cli import main; sys.exit(main(['check', '--help']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done
+    assert done.stderr.splitlines() == ["elr check: needs pyspark, which is not installed.",
+                                        "fix: pip install 'pytest-elr[spark]'"]

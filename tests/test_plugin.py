@@ -39,7 +39,23 @@ def test_a_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
                                      "steps: [{at: T0}]\n")
     result = pytester.runpytest("--elr-backend=model")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "ini elr_checker: expected one of spark, inline, got 'sparky'" in result.stderr.str()
+    ini = pytester.path / "tox.ini"
+    assert (f"{ini}: elr_checker: expected one of spark, inline, got 'sparky' (did you mean 'spark'?)"
+            in result.stderr.str())
+
+
+def test_option_values_get_did_you_mean_and_booleans_their_usual_words(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ELR_BACKEND", raising=False)
+    typo = pytester.runpytest("--elr-backend=modle")
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown backend 'modle' (did you mean 'model'?)" in typo.stderr.str()
+    for word, value in (("true", "on"), ("YES", "on"), ("1", "on"), ("false", "off"), ("no", "off"), ("0", "off")):
+        pytester.makeini(f"[pytest]\nelr_progress = {word}\n")
+        assert setting(pytester.parseconfig(), "progress") == value, word
+    monkeypatch.setenv("PYTEST_ELR_BACKEND", "kafak")
+    env = pytester.runpytest()
+    assert "$PYTEST_ELR_BACKEND: unknown backend 'kafak' (did you mean 'kafka'?)" in env.stderr.str()
 
 
 def test_scenarios_run_per_profile_with_verdict_table(pytester: pytest.Pytester) -> None:

@@ -10,6 +10,7 @@ from importlib.metadata import entry_points
 
 from pytest_elr.backends.base import Backend
 from pytest_elr.core.errors import BackendError
+from pytest_elr.core.reader import did_you_mean
 
 GROUP = "pytest_elr.backends"
 
@@ -22,7 +23,8 @@ def available_backends() -> dict[str, str]:
 def load_backend(name: str) -> type[Backend]:
     known = available_backends()
     if name not in known:
-        raise BackendError(f"unknown backend {name!r}; available: {', '.join(sorted(known)) or 'none'} "
+        raise BackendError(f"unknown backend {name!r}{did_you_mean(name, sorted(known))}; "
+                           f"available: {', '.join(sorted(known)) or 'none'} "
                            f"(backends register in the {GROUP!r} entry-point group)")
     return next(ep for ep in entry_points(group=GROUP) if ep.name == name).load()
 
