@@ -114,3 +114,11 @@ class HwmAdvancesUnderMinIsr(Fake):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, rules=replace(Rules(), hwm_requires_min_isr=False), **kwargs)
+
+
+class HwmBehindAcknowledged(Fake):
+    """Reports a HWM one record short: the last acknowledged acks=all record looks uncommitted."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, hwm=obs.hwm - 1) if obs.hwm else obs
