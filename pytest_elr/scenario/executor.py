@@ -6,8 +6,8 @@ checker's verdict on the history.
 
 Unless the backend is the model, the system is held to the model after every action: each fault
 is followed by a settle (polled until every field the backend observes agrees with the model's
-prediction, or the settle timeout passes) and each produce's outcome is compared with the model's,
-record by record. A difference that persists fails the step with both states, unless the step
+prediction, or the settle timeout passes; the HWM against the model's bounds, there and at every
+step's end) and each produce's outcome is compared with the model's, record by record. A difference that persists fails the step with both states, unless the step
 (``differs:``) or the profile (``Profile.deviations``) declares it with a reason; declared
 differences that occurred are kept in the history and the result.
 """
