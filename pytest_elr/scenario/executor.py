@@ -7,9 +7,10 @@ checker's verdict on the history.
 Unless the backend is the model, the system is held to the model after every action: each fault
 is followed by a settle (polled until every field the backend observes agrees with the model's
 prediction, or the settle timeout passes; the HWM against the model's bounds, there and at every
-step's end) and each produce's outcome is compared with the model's, record by record. A difference that persists fails the step with both states, unless the step
-(``differs:``) or the profile (``Profile.deviations``) declares it with a reason; declared
-differences that occurred are kept in the history and the result.
+step's end) and each produce's outcome is compared with the model's, record by record. A
+difference that persists fails the step with both states, unless the step (``differs:``) or the
+profile (``Profile.deviations``) declares it with a reason; declared differences that occurred
+are kept in the history and the result.
 """
 
 from __future__ import annotations
@@ -418,7 +419,7 @@ class Executor:
     # say, and the system is held to after every settle and at every step's end:
     # * frozen: KIP-966 "Additional High Watermark advancement requirement": "High Watermark can
     #   only advance if the ISR size is larger or equal to min.insync.replicas" (the ISR the
-    #   controller committed; Kafka's Partition.maybeIncrementLeaderHW, isUnderMinIsr). When no
+    #   controller committed: ``controller.hwm_may_advance``). When no
     #   state on the way from the last check point to now allowed it to advance -- in every state
     #   the oracle still allows (``ModelCluster.hwm_frozen_since_mark``) -- the HWM is the one seen
     #   there. A HWM that went back is caught here too (and by the invariant hwm_monotonic);
@@ -435,11 +436,11 @@ class Executor:
 
     def _least_hwm(self) -> int | None:
         """One past the highest acknowledged acks=all offset in the history, while the model
-        promises no acknowledged record is lost: a leader acknowledges an acks=all record only once
-        its HWM passed it (KIP-966: "the leader will only ack the produce request after the HWM
-        advances past the message"), and a later leader that holds it (which the tolerance
-        promises) answers with its HWM only once that passed its own epoch's start, at or beyond
-        the record (else OFFSET_NOT_AVAILABLE: None). Read from the history *before* the cluster is
+        promises no acknowledged record is lost: a leader answers an acks=all produce only once its
+        HWM passed the records (Kafka's delayed produce; the model's ``_finish_produce``), and a
+        later leader that holds them (which the tolerance promises) tells its HWM only once that
+        passed its own epoch's start, at or beyond them (else it answers OFFSET_NOT_AVAILABLE:
+        None, held to nothing). Read from the history *before* the cluster is
         observed, so a record acknowledged after the observation does not count. Not on a negative
         control, nor past a loss the model counts (``ModelCluster.within_tolerance``) or makes (its
         leader's HWM no longer covers what was committed): there the record may be gone."""
