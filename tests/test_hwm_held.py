@@ -100,3 +100,13 @@ def test_the_model_says_when_the_hwm_is_frozen(profile: str) -> None:
     model.apply(SetMinIsr(value=1))
     model.apply(Produce(count=1, acks="1"))  # an append: every profile evaluates the HWM again
     assert not model.hwm_frozen_since_mark()
+
+
+def test_a_declared_hwm_difference_passes_and_is_kept() -> None:
+    step = "  - at: follower-cut\n"
+    assert step in SILENT
+    text = SILENT.replace(step, step + '    differs: {hwm: "measured: the fake advances under min ISR"}\n')
+    result = run_scenario(parse_scenario(text), HwmAdvancesUnderMinIsr(), "kafka")
+    assert result.passed, result.message
+    assert [(d["step"], d["field"], d["observed"]) for d in result.declared] == [("follower-cut", "hwm", 7)]
+    assert result.declared[0]["reason"] == "measured: the fake advances under min ISR"
