@@ -110,3 +110,16 @@ def test_a_declared_hwm_difference_passes_and_is_kept() -> None:
     assert result.passed, result.message
     assert [(d["step"], d["field"], d["observed"]) for d in result.declared] == [("follower-cut", "hwm", 7)]
     assert result.declared[0]["reason"] == "measured: the fake advances under min ISR"
+
+
+def test_a_state_that_stands_for_another_keeps_its_hwm_window() -> None:
+    model = ModelCluster((0, 1, 2), [0, 1, 2], 2, get_profile("kafka"))
+    model.apply(Cut(links=isolation_links(1, "all", (0, 1, 2))))
+    model.apply(Cut(links=isolation_links(2, "all", (0, 1, 2))))
+    model.mark_hwm()
+    frozen, twin = model.fork(), model.fork()
+    twin.hwm_window_open = True  # another history to the same state let the HWM advance
+    frozen.absorb_hwm_window(model.fork())
+    assert frozen.hwm_frozen_since_mark()
+    frozen.absorb_hwm_window(twin)
+    assert not frozen.hwm_frozen_since_mark()
