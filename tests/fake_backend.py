@@ -11,6 +11,7 @@ from pytest_elr.actions import Action
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
 from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.profiles import Rules
 from pytest_elr.model.timing import Timing
 
 #: no expectation at all: whatever the fake gets wrong, only the model comparison can see it
@@ -105,3 +106,19 @@ class OneAtATime(Fake):
         super().start(*args, **kwargs)
         assert self.model is not None
         self.model.timing = Timing(script=(1,) * 100)  # option 1: all but the last leave first
+
+
+class HwmAdvancesUnderMinIsr(Fake):
+    """Advances the HWM to what the ISR holds even while the committed ISR is under min ISR
+    (KIP-966's central rule broken): the model with ``Rules.hwm_requires_min_isr`` off."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, rules=replace(Rules(), hwm_requires_min_isr=False), **kwargs)
+
+
+class HwmBehindAcknowledged(Fake):
+    """Reports a HWM one record short: the last acknowledged acks=all record looks uncommitted."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, hwm=obs.hwm - 1) if obs.hwm else obs

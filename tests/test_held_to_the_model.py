@@ -56,7 +56,7 @@ def test_a_difference_in_a_field_not_declared_fails_with_both_states() -> None:
 @pytest.mark.parametrize(("text", "error"), [
     ("differs: {leadr: x}", "unknown key 'leadr'"),
     ("differs: {leader: ''}", "say why the system differs from the model"),
-    ("differs: {by_profile: {kafka: {hwm: x}}}", "unknown key 'hwm'"),
+    ("differs: {by_profile: {kafka: {leo: x}}}", "unknown key 'leo'"),
     ("expect: {produce: [{acked: 1}]}", "expect.produce lists 1 outcomes, but the step does 2 produce actions"),
     ("expect: {produce: {rejected: unavailabel}}", "did you mean 'unavailable'"),
 ])

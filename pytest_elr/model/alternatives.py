@@ -57,6 +57,8 @@ def outcomes(model: ModelCluster, action: Action) -> list[tuple[ModelCluster, Re
         if twin.fingerprint() not in seen:
             seen.add(twin.fingerprint())
             out.append((twin, twin_result))
+        else:
+            next(state for state, _ in out if state.fingerprint() == twin.fingerprint()).absorb_hwm_window(twin)
     return out
 
 
@@ -81,13 +83,17 @@ class Alternatives:
                 if i == 0:
                     self.states = [state]
                     raise
-        seen: set[tuple[object, ...]] = set()
+        seen: dict[tuple[object, ...], ModelCluster] = {}
         kept: list[tuple[ModelCluster, Result]] = []
         for state, result in found:
             key = state.fingerprint()
-            if key not in seen and len(kept) < MAX_STATES:
-                seen.add(key)
+            if key in seen:
+                seen[key].absorb_hwm_window(state)  # one state for both: either one's HWM window counts
+            elif len(kept) < MAX_STATES:
+                seen[key] = state
                 kept.append((state, result))
+            else:
+                kept[0][0].absorb_hwm_window(state)  # a state past the bound still counts for the HWM
         self.states = [state for state, _ in kept]
         return [result for _, result in kept]
 

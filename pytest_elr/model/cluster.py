@@ -108,6 +108,12 @@ class ModelCluster:
     #: partition epoch at a min ISR change whose HWM re-evaluation waits for the next event
     #: (``controller.hwm_reevaluated``), or None
     hwm_waits_since: int | None = None
+    #: whether the leader's HWM was allowed to advance (``hwm_may_advance_now``) in some leader
+    #: round since the executor last held the system's HWM to this state (``mark_hwm``): only
+    #: without such a window may the executor require the system's HWM to have stayed put
+    hwm_window_open: bool = True
+    #: this state's HWM when the executor last held the system's HWM to it (``mark_hwm``)
+    hwm_at_mark: int | None = None
     #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
     #: Timing replays and records choices (``model/alternatives.py``)
     timing: Timing | None = None
@@ -171,6 +177,36 @@ class ModelCluster:
         leader = self.leader_replica()
         return leader.hwm if leader is not None else None
 
+    def hwm_may_advance_now(self) -> bool:
+        """Whether the leader may advance its HWM in this state: a live leader, re-evaluating its
+        HWM (``controller.hwm_reevaluated``), with a committed ISR at min ISR
+        (``controller.hwm_may_advance``)."""
+        leader = self.part.leader
+        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+            return False
+        return controller.hwm_reevaluated(self.hwm_waits_since is None) and \
+            controller.hwm_may_advance(self.part.isr, self.eff_min_isr, self.profile.rules)
+
+    def mark_hwm(self) -> None:
+        """The executor held the system's HWM to this state now: windows count from here, and
+        this state's own moment counts as one if it lets the HWM advance."""
+        self.hwm_window_open = self.hwm_may_advance_now()
+        self.hwm_at_mark = self.hwm()
+
+    def hwm_frozen_since_mark(self) -> bool:
+        """The HWM cannot have moved since ``mark_hwm``: no state on the way (nor the marked one,
+        nor this one) let it advance, and this state's own HWM did not go back (a loss: an unclean
+        election, a truncated leader) -- KIP-966 "Additional High Watermark advancement
+        requirement": "High Watermark can only advance if the ISR size is larger or equal to
+        min.insync.replicas"."""
+        return not self.hwm_window_open and not self.hwm_may_advance_now() and self.hwm() == self.hwm_at_mark
+
+    def absorb_hwm_window(self, twin: ModelCluster) -> None:
+        """This state stands for ``twin`` too (the same fingerprint, another history): what let
+        either one's HWM move counts, so a freeze is never required where one history allowed it."""
+        if twin.hwm_window_open or twin.hwm_at_mark != self.hwm_at_mark:
+            self.hwm_window_open = True
+
     def caught_up_followers(self) -> set[int]:
         """Followers that fetch from the leader over healthy links and hold its whole log."""
         leader = self.part.leader
@@ -222,6 +258,13 @@ class ModelCluster:
         """At most min ISR - 1 lossy shutdowns of relied-on replicas that have not caught up, and
         no unclean election chosen by the operator (``unclean.leader.election.enable``)."""
         return self.ledger.within(self.frozen_min_isr) and not self.ctx.chosen_unclean_elections
+
+    def hwm_covers_committed(self) -> bool:
+        """The leader's HWM still covers every record that was ever below a HWM: the model lost
+        nothing committed (Kafka's rules can lose it within the tolerance: the ``kafka`` profile's
+        election of a lossy last leader)."""
+        leader, n = self.leader_replica(), len(self.committed)
+        return leader is not None and leader.hwm >= n and leader.log[:n] == self.committed
 
     def ledger_allows(self, broker: int) -> bool:
         """Whether a lossy shutdown of ``broker`` now keeps the run within the tolerance."""
@@ -652,14 +695,16 @@ class ModelCluster:
         lead = self.logs[leader]
         if self.hwm_waits_since is not None and part.partition_epoch != self.hwm_waits_since:
             self.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
-        if controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules):
-            ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
+        ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
+        if self.hwm_may_advance_now():
+            self.hwm_window_open = True
             new_hwm = controller.advance_hwm(lead.hwm, ends)
-            if new_hwm > lead.hwm and not controller.hwm_reevaluated(self.hwm_waits_since is None):
-                self.ctx.depart("hwm_reevaluated")  # the KIP would let it move now
-            elif new_hwm > lead.hwm:
+            if new_hwm > lead.hwm:
                 lead.hwm = new_hwm
                 self._extend_committed(lead)
+        elif controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules) and \
+                controller.advance_hwm(lead.hwm, ends) > lead.hwm:
+            self.ctx.depart("hwm_reevaluated")  # waiting for an event where the KIP would let it move
         # ISR changes: one AlterPartition in flight at a time.
         if self.pending_alter is not None:
             return

@@ -6,10 +6,11 @@ checker's verdict on the history.
 
 Unless the backend is the model, the system is held to the model after every action: each fault
 is followed by a settle (polled until every field the backend observes agrees with the model's
-prediction, or the settle timeout passes) and each produce's outcome is compared with the model's,
-record by record. A difference that persists fails the step with both states, unless the step
-(``differs:``) or the profile (``Profile.deviations``) declares it with a reason; declared
-differences that occurred are kept in the history and the result.
+prediction, or the settle timeout passes; the HWM against the model's bounds, there and at every
+step's end) and each produce's outcome is compared with the model's, record by record. A
+difference that persists fails the step with both states, unless the step (``differs:``) or the
+profile (``Profile.deviations``) declares it with a reason; declared differences that occurred
+are kept in the history and the result.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
 from pytest_elr.scenario.schema import Scenario, Step
+from pytest_elr.workload.drain import max_acked_offset
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.25
-#: the fields of an observation the model predicts after every fault
-STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering")
+#: the fields of an observation the model predicts after every fault; ``hwm`` is held to bounds,
+#: not to the model's value (``Executor._hwm_differences``)
+STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "hwm")
 #: lost records named in one loss_evidence event (the count is always complete)
 MAX_NAMED_LOSSES = 20
 
@@ -177,6 +180,12 @@ class Executor:
         self.lost_by_presence: list[dict[str, Any]] = []
         #: the profile's differences from the KIP the oracle relied on, each once, in order
         self.departures: list[dict[str, Any]] = []
+        #: the system's HWM at the last point it was held to the model and agreed (the oracle's
+        #: states are marked there too, ``ModelCluster.mark_hwm``), or None before the first
+        self._hwm_mark: int | None = None
+        #: the highest offset of an acknowledged acks=all record in the history, and how far it is read
+        self._acked_all_max: int | None = None
+        self._events_scanned = 0
 
     @property
     def last_hwm(self) -> int | None:
@@ -381,10 +390,13 @@ class Executor:
         # Followers the model has fetched everything: the next fault may depend on it (a leader
         # asks to add a follower to the ISR only once it has caught up).
         allowed = [(state.observe(), state.caught_up_followers()) for state in self.alternatives.states]
+        hwm_bounds = self._hwm_bounds()  # before the first observation: see _least_hwm
 
         def differences(obs: Observation, m: Observation, caught_up: set[int]) -> list[Difference]:
             found = [self._difference(f, getattr(obs, f), getattr(m, f), action.kind, obs, m)
-                     for f in names if _value(getattr(obs, f)) != _value(getattr(m, f))]
+                     for f in names if f != "hwm" and _value(getattr(obs, f)) != _value(getattr(m, f))]
+            if "hwm" in names:
+                found += self._hwm_differences(obs, m, hwm_bounds, action.kind)
             end = obs.leo.get(obs.leader) if obs.leader is not None else None
             behind = [b for b in sorted(caught_up) if end is None or obs.leo.get(b) != end]
             if behind:
@@ -415,6 +427,89 @@ class Executor:
                                 states=[describe(m) for m, _ in allowed], observed=describe(obs))
         for d in differences(obs, *allowed[chosen]):
             self._note(d, ctx)
+        if any(fits):
+            self._mark_hwm(obs)
+
+    # --- the HWM: bounds, not the model's value -------------------------------------------------
+    #
+    # The system appends records the model never sees (the kafka backend's background producer,
+    # ``Backend.nudge``'s acks=1 ticks), so its HWM cannot equal the model's. What the model does
+    # say, and the system is held to after every settle and at every step's end:
+    # * frozen: KIP-966 "Additional High Watermark advancement requirement": "High Watermark can
+    #   only advance if the ISR size is larger or equal to min.insync.replicas" (the ISR the
+    #   controller committed: ``controller.hwm_may_advance``). When no
+    #   state on the way from the last check point to now allowed it to advance -- in every state
+    #   the oracle still allows (``ModelCluster.hwm_frozen_since_mark``) -- the HWM is the one seen
+    #   there. A HWM that went back is caught here too (and by the invariant hwm_monotonic);
+    #   where the model's own HWM went back (a loss), no freeze is required.
+    # * at least: the HWM covers every acknowledged acks=all record (``_least_hwm``).
+    # An HWM the system cannot tell (None: a new leader whose HWM is below its epoch's start
+    # answers OFFSET_NOT_AVAILABLE) is held to nothing, and the check point stays where it was.
+
+    def _hwm_bounds(self) -> tuple[int | None, int | None]:
+        """(the HWM the system must still show, or None; the least HWM it must show, or None)."""
+        assert self.alternatives is not None
+        frozen = self._hwm_mark is not None and all(s.hwm_frozen_since_mark() for s in self.alternatives.states)
+        return (self._hwm_mark if frozen else None), self._least_hwm()
+
+    def _least_hwm(self) -> int | None:
+        """One past the highest acknowledged acks=all offset in the history, while the model
+        promises no acknowledged record is lost: a leader answers an acks=all produce only once its
+        HWM passed the records (Kafka's delayed produce; the model's ``_finish_produce``), and a
+        later leader that holds them (which the tolerance promises) tells its HWM only once that
+        passed its own epoch's start, at or beyond them (else it answers OFFSET_NOT_AVAILABLE:
+        None, held to nothing). Read from the history *before* the cluster is
+        observed, so a record acknowledged after the observation does not count. Not on a negative
+        control, nor past a loss the model counts (``ModelCluster.within_tolerance``) or makes (its
+        leader's HWM no longer covers what was committed): there the record may be gone."""
+        assert self.alternatives is not None
+        events = self.history.events
+        new = max_acked_offset(events[self._events_scanned:], acks="all")
+        self._events_scanned = len(events)
+        if new is not None and (self._acked_all_max is None or new > self._acked_all_max):
+            self._acked_all_max = new
+        if self._acked_all_max is None or self.expected_loss != "none" or \
+                not all(s.within_tolerance() and s.hwm_covers_committed() for s in self.alternatives.states):
+            return None
+        return self._acked_all_max + 1
+
+    def _hwm_differences(self, obs: Observation, m: Observation, bounds: tuple[int | None, int | None],
+                         after: str) -> list[Difference]:
+        frozen, least = bounds
+        if obs.hwm is None:
+            return []
+        out = []
+        if frozen is not None and obs.hwm != frozen:
+            out.append(self._difference("hwm", obs.hwm, f"frozen at {frozen} (no state since it was read let it "
+                                        "advance: committed ISR under min ISR)", after, obs, m))
+        if least is not None and obs.hwm < least:
+            out.append(self._difference("hwm", obs.hwm, f"at least {least} (acks=all records acknowledged "
+                                        "below it)", after, obs, m))
+        return out
+
+    def _mark_hwm(self, obs: Observation) -> None:
+        """The system agreed with the model here: its HWM is the next check point's."""
+        if obs.hwm is None or self.alternatives is None:
+            return
+        self._hwm_mark = obs.hwm
+        for state in self.alternatives.states:
+            state.mark_hwm()
+
+    def _hold_hwm_at_step_end(self, obs: Observation, bounds: tuple[int | None, int | None],
+                              ctx: StepContext) -> None:
+        """The HWM at the step's end, as after a settle; the check point moves here when the
+        system shows one of the model's states (the settle holds the other fields)."""
+        if not self._shadow or self.alternatives is None or "hwm" in self.backend.cannot_observe \
+                or "hwm" not in STATE_FIELDS:
+            return
+        names = [f for f in STATE_FIELDS if f not in self.backend.cannot_observe and f != "hwm"]
+        models = [state.observe() for state in self.alternatives.states]
+        found = self._hwm_differences(obs, models[0], bounds, "step end")
+        for d in found:
+            self._note(d, ctx)
+        agrees = any(all(_value(getattr(obs, f)) == _value(getattr(m, f)) for f in names) for m in models)
+        if agrees and all(d.reason is not None for d in found):
+            self._mark_hwm(obs)
 
     def _note(self, d: Difference, ctx: StepContext) -> None:
         """Keep a difference: declared ones in the history and the result, the others fail the step."""
@@ -470,8 +565,10 @@ class Executor:
     def await_expectations(self, step: Step, ctx: StepContext) -> Observation:
         expected = self._expected(step)
         timeout = step.timeout_s or max(DEFAULT_STEP_TIMEOUT_S, self.backend.settle_timeout_s())
+        hwm_bounds = self._hwm_bounds() if self._shadow else (None, None)  # before the observation
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
+        self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
         if mismatches or ctx.differences:
             raise ScenarioFailure(self._report(step, mismatches, obs, ctx))
         return obs

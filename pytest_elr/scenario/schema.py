@@ -18,7 +18,8 @@ EXPECTATION_KEYS = (
 )
 #: what the executor holds a system to the model on (the state after every fault, caught-up
 #: followers, each produce's outcome): the keys of a step's ``differs``
-DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "caught_up", "produce")
+DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "hwm", "caught_up",
+              "produce")
 
 
 @dataclass(frozen=True)

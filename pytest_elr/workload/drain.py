@@ -42,13 +42,15 @@ class DrainResult:
         return [r.value for r in self.records]
 
 
-def max_acked_offset(history: History | Iterable[dict[str, Any]], topic_partition: int = 0) -> int | None:
-    """The highest offset of a produce ``ok`` in the history for the partition (null partition = 0)."""
+def max_acked_offset(history: History | Iterable[dict[str, Any]], topic_partition: int = 0,
+                     acks: str | None = None) -> int | None:
+    """The highest offset of a produce ``ok`` in the history for the partition (null partition = 0),
+    of records sent with ``acks`` when given."""
     events = history.events if isinstance(history, History) else history
     best: int | None = None
     for e in events:
         if e.get("type") == "produce" and e.get("op") == "ok" and e.get("offset") is not None \
-                and (e.get("partition") or 0) == topic_partition:
+                and (e.get("partition") or 0) == topic_partition and (acks is None or e.get("acks") == acks):
             best = e["offset"] if best is None else max(best, e["offset"])
     return best
 
