@@ -194,7 +194,10 @@ def test_a_harness_bug_is_a_harness_error_and_the_exploration_goes_on(tmp_path: 
     ex = Explorer(BrokenOnFlush, None, "kafka", get_profile("kafka"), tmp_path, CLUSTER, TOPIC, confirm=1,
                   shrink_replays=0, say=lines.append)
     flushing = [a for a in itertools.islice(schedules(ex.oracle, 0, 8, None), 60) if any(x.kind == "flush" for x in a)]
-    plain = [a for a in itertools.islice(schedules(ex.oracle, 0, 8, None), 60) if all(x.kind != "flush" for x in a)]
+    plain = [a for a in itertools.islice(schedules(ex.oracle, 0, 8, None), 60) if all(x.kind != "flush" for x in a)
+             # ones the exploration runs (it skips those the model cannot pass): they must be seen to run
+             and write_scenario(tmp_path / "probe.elr.yaml", "probe", "", a, CLUSTER, TOPIC, "kafka", ex.oracle,
+                                expect=False) is not None]
     assert flushing and plain
     seen = ex.explore(iter(flushing[:3] + plain[:3]), time.monotonic() + 120)
     errors = [line for line in lines if "harness error" in line and "AttributeError" in line]
