@@ -1,6 +1,6 @@
 """Generated schedules are a function of the seed alone: not of what else the process imported.
 
-Hypothesis 6.131+ reads "local constants" from the project's modules in ``sys.modules`` into its
+Hypothesis (6.170 here) reads "local constants" from the project's modules in ``sys.modules`` into its
 draws; ``search.seed_only_draws`` pins that pool empty (docs/model.md, "The property search")."""
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def machine_for(cfg: SearchConfig) -> type[ProtocolMachine]:
 def seed_only_draws() -> Iterator[None]:
     """Within this, Hypothesis draws from its seed alone.
 
-    Hypothesis (6.131 on) mixes "local constants" into its draws: numbers and strings read from the
+    Hypothesis (6.170 here) mixes "local constants" into its draws: numbers and strings read from the
     source of every module of the project found in ``sys.modules``. The state machine's swarm draws
     each rule's weight as an integer in 0..254, and this package holds 100, 112, 130, 200: one more
     module imported (``pytest_elr.report``) and seed 0 of ``elr explore`` drew other schedules. The
