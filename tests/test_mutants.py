@@ -46,3 +46,27 @@ def test_unmutated_model_passes_the_suite() -> None:
     from pytest_elr.model.profiles import Rules
 
     assert check_mutant("none", Rules(), SUITE, examples=0).killed_by is None
+
+
+def test_a_break_kafka_shows_by_itself_kills_no_mutant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search under ``kafka`` can find Kafka's own loss within the tolerance (the lossy last
+    leader elected, tests/test_property_search.py): that is no sign of a broken rule. A break the
+    unmutated profile does not show on the same schedule still kills."""
+    from pytest_elr.actions import Action, Cut, Produce, ReplaceDisk, SetMinIsr
+    from pytest_elr.core.nodes import isolation_links
+    from pytest_elr.model.profiles import Rules
+    from pytest_elr.schedule import mutants
+
+    brokers = (0, 1, 2)
+    lossy_last_leader = [Produce(count=1, acks="all"), Cut(links=isolation_links(0, "all", brokers)),
+                         Cut(links=isolation_links(1, "all", brokers)), SetMinIsr(value=3), ReplaceDisk(broker=2)]
+    found: list[Action] = lossy_last_leader
+
+    def search(profile: str, max_examples: int, rules: Rules) -> tuple[list[Action], list[str]] | None:
+        return (found, ["invariant no_acked_loss broken"]) if profile == "kafka" else None
+
+    monkeypatch.setattr(mutants, "search", search)
+    assert check_mutant("none", Rules(), [], examples=1).killed_by is None
+    found = [Produce(count=1, acks="all")]  # breaks nothing on the unmutated model
+    assert check_mutant("none", Rules(), [], examples=1).killed_by == \
+        "property search [kafka]: invariant no_acked_loss broken"

@@ -4,16 +4,65 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_elr.actions import Action, Cut, Produce, ReplaceDisk, SetMinIsr
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.nodes import isolation_links
+from pytest_elr.model import invariants
+from pytest_elr.model.cluster import ModelCluster, ModelError
+from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.schedule.__main__ import counterexample_yaml
-from pytest_elr.schedule.search import search
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, search, violations_on
 
 
-def test_no_invariant_breaks_under_kip966_or_kafka_within_tolerance() -> None:
-    for profile in ("kip966", "kafka"):
-        assert search(profile, max_examples=150) is None, profile
+def test_no_invariant_breaks_under_kip966_within_tolerance() -> None:
+    assert search("kip966", max_examples=150) is None
+
+
+def lossy_last_leader_elected(actions: list[Action]) -> bool:
+    """Whether, replayed under ``kafka``, the first broken invariant comes with the last known
+    leader leading again after its own lossy shutdown (a power off or a new disk, the last lossy
+    action of the schedule): the election Kafka makes for want of unclean recovery."""
+    model = ModelCluster(BROKERS, list(BROKERS), MIN_ISR, get_profile("kafka"))
+    last_lossy: tuple[int, int | None] | None = None  # (broker, the leader when it lost its log)
+    for action in actions:
+        leader = model.part.leader
+        try:
+            model.apply(action)
+        except ModelError:
+            continue
+        if action.lossy:
+            (broker,) = action.named_brokers()
+            last_lossy = (broker, leader)
+        if invariants.check(model, len(model.committed)):
+            return last_lossy is not None and last_lossy[0] == last_lossy[1] == model.part.leader
+    return False
+
+
+def test_kafka_breaks_invariants_within_tolerance_only_by_electing_its_lossy_last_leader() -> None:
+    """Kafka ships no unclean recovery: with ISR and ELR gone (its min ISR change clears the ELR
+    outright; an unclean registration leaves it) it elects the last known leader once unfenced,
+    even after that leader lost its log -- within the design notes' tolerance of min ISR - 1 lossy
+    shutdowns, which assumes balanced recovery. What the search finds under ``kafka`` is exactly
+    that, and the whole KIP (``kip966``) loses nothing on the same schedule."""
+    found = search("kafka", max_examples=1000, kinds=("isolate", "crash", "lossy", "min_isr"))
+    assert found is not None, "the search no longer finds Kafka's documented loss"
+    actions, violations = found
+    assert any("no_acked_loss" in v for v in violations), violations
+    assert lossy_last_leader_elected(actions), actions
+    assert violations_on(get_profile("kip966"), actions) == [], actions
+
+
+def test_the_class_check_sees_the_lossy_last_leader_and_nothing_else() -> None:
+    """The schedule a search with isolations, lossy shutdowns and min ISR changes found (8 steps,
+    2,000 examples): the last leader, alone in the ISR once Kafka's min ISR change cleared the ELR,
+    comes back on a new disk and leads on. On broker 1 (fenced, not the leader) nothing breaks."""
+    isolated = [Produce(count=1, acks="all"), Cut(links=isolation_links(0, "all", BROKERS)),
+                Cut(links=isolation_links(1, "all", BROKERS)), SetMinIsr(value=3)]
+    assert lossy_last_leader_elected([*isolated, ReplaceDisk(broker=2)])
+    assert violations_on(get_profile("kip966"), [*isolated, ReplaceDisk(broker=2)]) == []
+    assert not lossy_last_leader_elected([*isolated, ReplaceDisk(broker=1)])
 
 
 def test_the_search_draws_every_action_of_the_language() -> None:

@@ -19,9 +19,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import run_state_machine_as_test
-
 from pytest_elr.actions import Action
 from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.backends.model import ModelBackend
@@ -32,7 +29,7 @@ from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.suite import load_suite
-from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for, run_machine
 
 
 def generated_schedules(count: int, steps: int, profile: str) -> list[list[Action]]:
@@ -50,9 +47,7 @@ def generated_schedules(count: int, steps: int, profile: str) -> list[list[Actio
             if interesting and actions not in found and len(found) < count:
                 found.append(actions)
 
-    run_state_machine_as_test(Collect, settings=settings(
-        max_examples=count * 50, stateful_step_count=steps, deadline=None, database=None,
-        suppress_health_check=list(HealthCheck), derandomize=True, print_blob=False))
+    run_machine(Collect, count * 50, steps)
     return found
 
 

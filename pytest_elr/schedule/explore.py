@@ -38,9 +38,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hypothesis import HealthCheck, seed, settings
-from hypothesis.stateful import run_state_machine_as_test
-
 from pytest_elr.actions import ACTIONS, Action, Heal, Lifecycle, Restart, Resume
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend
@@ -58,7 +55,7 @@ from pytest_elr.scenario.export import expectation_of, scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.schedule.coverage import State, describe, state_of, states_of_events
-from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for, run_machine
 from pytest_elr.schedule.shrink import shrink
 
 T = TypeVar("T")
@@ -183,9 +180,7 @@ def schedules(profile: Profile, seed_value: int, steps: int, kinds: frozenset[st
 
     for s in range(seed_value, seed_value + 1_000_000):
         batch.clear()
-        run_state_machine_as_test(seed(s)(Collect), settings=settings(
-            max_examples=100, stateful_step_count=steps, deadline=None, database=None,
-            suppress_health_check=list(HealthCheck), print_blob=False))
+        run_machine(Collect, 100, steps, seed_value=s)
         # the longest first: the machine tries small examples first, exploration wants depth
         yield from sorted(batch, key=len, reverse=True)
 

@@ -4,8 +4,9 @@
 
 Each mutant (:data:`pytest_elr.model.mutants.MUTANTS`) switches one rule off. It is *killed* when
 a scenario of the suite fails on it, a negative control's invariant no longer fires, a rule check
-gives another answer than the seeds, or the property search finds a broken invariant under a
-profile that must not break any. ``killed_by`` names which.
+gives another answer than the seeds, or the property search finds a broken invariant under
+``kip966`` or ``kafka`` that the unmutated profile does not break on the same schedule (``kafka``
+breaks some by itself: docs/model.md). ``killed_by`` names which.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pytest_elr.model.profiles import Rules, get_profile, replace_rules
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.scenario.suite import load_suite
-from pytest_elr.schedule.search import search
+from pytest_elr.schedule.search import search, violations_on
 
 
 @dataclass
@@ -59,7 +60,9 @@ def check_mutant(name: str, rules: Rules, scenarios: list[Scenario], examples: i
     if examples:
         for profile in ("kip966", "kafka"):
             found = search(profile, max_examples=examples, rules=rules)
-            if found is not None:
+            # Kafka as shipped breaks invariants within the tolerance by itself (no unclean
+            # recovery; docs/model.md): a break the unmutated profile shows too is not the mutant's.
+            if found is not None and violations_on(get_profile(profile), found[0]) == []:
                 return MutantResult(name, f"property search [{profile}]: {found[1][0]}")
     return MutantResult(name, None)
 
