@@ -46,7 +46,9 @@ def test_kafka_breaks_invariants_within_tolerance_only_by_electing_its_lossy_las
     even after that leader lost its log -- within the design notes' tolerance of min ISR - 1 lossy
     shutdowns, which assumes balanced recovery. What the search finds under ``kafka`` is exactly
     that, and the whole KIP (``kip966``) loses nothing on the same schedule."""
-    found = search("kafka", max_examples=1000, kinds=("isolate", "crash", "lossy", "min_isr"))
+    # Aimed at the class (crashes left out: the kafka profile's tolerance counts them, KIP-966's
+    # unclean shutdowns, so they only use up the budget); 2,000 short schedules find it (~25 s).
+    found = search("kafka", max_examples=2000, steps=8, kinds=("isolate", "lossy", "min_isr"))
     assert found is not None, "the search no longer finds Kafka's documented loss"
     actions, violations = found
     assert any("no_acked_loss" in v for v in violations), violations
