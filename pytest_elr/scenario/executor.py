@@ -813,14 +813,19 @@ class ScenarioRun:
         broken = False  # the backend failed (an error), as opposed to the system not doing what the scenario says
         failures: tuple[Failure, ...] = ()
         try:
-            self.executor.run()
+            failed: list[ScenarioFailure] = []
+            try:
+                self.executor.run()
+            except ScenarioFailure as exc:
+                failed.append(exc)
+            # judged even when steps failed: a verdict beside a known failure is a failure of its own
             history.end_events()
             verdict = self.checker(history)
             problem = judge(scenario, self.profile, self.executor, verdict)
-            passed, message = problem is None, str(problem) if problem is not None else None
-            failures = problem.failures if problem is not None else ()
-        except ScenarioFailure as exc:
-            passed, message, failures = False, str(exc), exc.failures
+            failed += [problem] if problem is not None else []
+            passed = not failed
+            message = "\n".join(str(f) for f in failed) or None
+            failures = tuple(x for f in failed for x in f.failures)
         except BackendError as exc:
             history.record("backend_error", message=str(exc))
             passed, message, broken = False, f"{scenario.path}: backend {backend.name} failed: {exc}", True

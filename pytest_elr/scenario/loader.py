@@ -23,11 +23,19 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.core.versions import VersionError, version_range
 from pytest_elr.model.invariants import INVARIANT_NAMES
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.scenario.schema import DIFFERABLE, EXPECTATION_KEYS, KnownFailure, LossExpectation, Scenario, Step
+from pytest_elr.scenario.schema import (
+    DIFFERABLE,
+    EXPECTATION_KEYS,
+    VERDICT_FAILURES,
+    KnownFailure,
+    LossExpectation,
+    Scenario,
+    Step,
+)
 
 #: what a known failure may name as failing at its step: a field held to the model or expected, or
 #: an invariant
-KNOWN_FAILS = tuple(dict.fromkeys(EXPECTATION_KEYS + DIFFERABLE + INVARIANT_NAMES))
+KNOWN_FAILS = tuple(dict.fromkeys(EXPECTATION_KEYS + DIFFERABLE + INVARIANT_NAMES + VERDICT_FAILURES))
 
 # --- entry points ------------------------------------------------------------------------------
 
@@ -104,7 +112,7 @@ class _Builder:
         finale = r.boolean(doc["finale"], "finale") if "finale" in doc else True
         backends, reason = self.backends(doc["backends"]) if "backends" in doc else (None, "")
         known = self.known_failures(doc["known_failures"]) if "known_failures" in doc else ()
-        labels = tuple(s.label for s in steps) + (("finale",) if finale else ())
+        labels = tuple(s.label for s in steps) + (("finale",) if finale else ()) + ("verdict",)
         for k in known:
             if k.step not in labels:
                 raise ScenarioError(f"known_failures: no step {k.step!r} in this scenario (steps: "

@@ -20,6 +20,9 @@ EXPECTATION_KEYS = (
 #: followers, each produce's outcome): the keys of a step's ``differs``
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "caught_up", "produce")
 
+#: what the verdict (the known-failure "step" ``verdict``) fails with: the judge's problems
+VERDICT_FAILURES = ("acked_loss", "no_bite", "unproved_loss", "lost", "unseen", "duplicate", "inconsistent_offset")
+
 
 @dataclass(frozen=True)
 class Step:
