@@ -204,3 +204,30 @@ def test_a_final_read_without_a_known_hwm_is_a_harness_error() -> None:
     result = run_scenario(parse_scenario(SILENT, "s.elr.yaml"), HwmNeverKnown(), "kafka")
     assert not result.passed and not result.failures
     assert "backend fake failed: the final HWM is unknown" in result.message
+
+
+def test_a_finale_without_the_leader_the_model_has_is_a_harness_error() -> None:
+    """The finale's wait for a leader ends with none where the model elected one (here a backend
+    whose leader the settle cannot compare, lost after the finale's heal): the final read would
+    judge nothing, so the run is a harness error, not a verdict."""
+    from dataclasses import replace
+
+    from fake_backend import SILENT, Fake
+
+    from pytest_elr.actions import Heal
+
+    class LeaderGoneAtTheFinale(Fake):
+        cannot_observe: ClassVar[frozenset[str]] = frozenset({"leader"})
+        heals = 0
+
+        def apply(self, action):  # type: ignore[no-untyped-def]
+            self.heals += isinstance(action, Heal)
+            return super().apply(action)
+
+        def observe(self):  # type: ignore[no-untyped-def]
+            obs = super().observe()
+            return replace(obs, leader=None) if self.heals >= 2 else obs  # SILENT heals once, the finale again
+
+    result = run_scenario(parse_scenario(SILENT, "s.elr.yaml"), LeaderGoneAtTheFinale(), "kafka")
+    assert not result.passed and not result.failures
+    assert "the finale found no leader" in result.message and "where the model has broker" in result.message

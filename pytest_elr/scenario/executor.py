@@ -466,10 +466,11 @@ class Executor:
                        DEFAULT_STEP_TIMEOUT_S)
         obs = self._observe_and_record()
         model_leader = self.model.observe().leader if self.model is not None else None
-        if obs.leader is None and model_leader is not None and not ctx.differences:
-            # Everything healed and restarted, the model elected broker ``model_leader`` and the
-            # system agreed on every field after each action, yet no leader now: the final read
-            # would find nothing to read from, and its "losses" would be the harness's.
+        if obs.leader is None and model_leader is not None and not any(d.field == "leader" for d in ctx.differences):
+            # Everything healed and restarted, the model elected broker ``model_leader`` and no
+            # disagreement about the leader was found after the finale's actions (that would be the
+            # system's), yet no leader now: the final read would find nothing to read from, and its
+            # "losses" would be the harness's.
             raise BackendError(f"the finale found no leader after {DEFAULT_STEP_TIMEOUT_S:.0f} s where the model "
                                f"has broker {model_leader}: the final read cannot be trusted (observed: "
                                f"{describe(obs)})")
