@@ -246,9 +246,9 @@ class ScenarioItem(pytest.Item):
             self.config.stash[RESULTS].append(result)
             _record_for_junit(self, result)
             declared = "; ".join(str(k) for k in known)
-            undeclared = ", ".join(str(f) for f in other) if other else "no step: the backend or the harness failed"
-            raise NotTheKnownFailure(f"expected to fail only at {declared} ({known[0].because}), but also failed "
-                                     f"at {undeclared}:\n{result.message}")
+            how = f"also failed at {', '.join(str(f) for f in other)}" if other else "the backend or the harness failed"
+            raise NotTheKnownFailure(f"expected to fail only at {declared} ({known[0].because}), but {how}:\n"
+                                     f"{result.message}")
         self.config.stash[RESULTS].append(result)
         _record_for_junit(self, result)
         if not result.passed:

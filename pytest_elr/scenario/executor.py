@@ -192,6 +192,8 @@ class Executor:
         self.seen: dict[str, Seen] = {}
         self._read_to = 0
         self.lost_by_presence: list[dict[str, Any]] = []
+        #: why the final read could not be judged (a harness error beside failed steps), if so
+        self.final_read_error: str | None = None
 
     @property
     def last_hwm(self) -> int | None:
@@ -239,11 +241,20 @@ class Executor:
         for record in final.records:
             self.history.record("consume", partition=0, offset=record.offset, value=record.value,
                                 reader="drain")
-        self._check_final_read(final)
-        self._prove_losses(final)
+        try:
+            self._check_final_read(final)
+        except BackendError as exc:
+            if not failures:
+                raise
+            # The steps' failures are findings; the final read cannot be judged beside them.
+            self.history.record("backend_error", message=str(exc))
+            self.final_read_error = str(exc)
+        else:
+            self._prove_losses(final)
         if failures:
             more = f"\n({len(failures)} steps failed)" if len(failures) > 1 else ""
-            raise ScenarioFailure("\n".join(str(f) for f in failures) + more,
+            unjudged = f"\n(the final read was not judged: {self.final_read_error})" if self.final_read_error else ""
+            raise ScenarioFailure("\n".join(str(f) for f in failures) + more + unjudged,
                                   tuple(x for f in failures for x in f.failures))
 
     def _refuse_unobservable(self) -> None:
@@ -595,6 +606,8 @@ class Executor:
         """The final read must reach the final HWM: one that stops short (a timeout) would make
         records look lost. That is the harness failing, never a finding about the system."""
         hwm = self.backend.observe().hwm
+        if hwm is None and not self.scenario.finale:
+            return  # left as the steps left it (finale: false): the judge says what stayed down
         if hwm is None:
             # Without the HWM nothing says where the log ends: a read that stopped short would
             # pass for one that reached the end, and missing records for lost ones.
@@ -822,7 +835,8 @@ class ScenarioRun:
             # judged even when steps failed: a verdict beside a known failure is a failure of its own
             history.end_events()
             verdict = self.checker(history)
-            problem = judge(scenario, self.profile, self.executor, verdict)
+            problem = judge(scenario, self.profile, self.executor, verdict) \
+                if self.executor.final_read_error is None else None
             failed += [problem] if problem is not None else []
             passed = not failed
             message = "\n".join(str(f) for f in failed) or None
