@@ -134,3 +134,100 @@ def test_invariants_on_the_observed_state(obs: Observation, invariant: str | Non
 def test_no_elr_with_the_feature_off() -> None:
     [found] = observed_invariants(_obs(isr=(0,), elr=(1,)), elr=False, min_isr=2)
     assert "no_elr_without_feature" in found
+
+
+# --- negative controls check the rest (issue 24 item 7) -------------------------------------------
+
+_NEGATIVE = """
+name: negative
+profiles: [legacy]
+cluster: {brokers: 3}
+topic: {name: t, replicas: [0, 1, 2], min_insync_replicas: 2}
+steps:
+  - at: acked
+    do: [{produce: 5}]
+  - at: followers-crash
+    do: [{crash: 1}, {crash: 2}]
+  - at: leader-loses
+    do: [{power_off: [0]}, {restart: 0}]
+verdict: {acked_loss: found}
+"""
+
+
+def test_a_negative_control_tolerates_only_the_invariants_about_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A structural invariant (leader_unfenced) planted in a negative control fails its step."""
+    from pytest_elr.backends.model import ModelBackend
+    from pytest_elr.scenario import executor
+
+    scenario = parse_scenario(_NEGATIVE, "n.elr.yaml")
+    clean = run_scenario(scenario, ModelBackend(), "legacy")
+    assert clean.passed, clean.message
+    real = executor.observed_invariants
+
+    def planted(obs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(obs, *args, **kwargs)
+        return out + [executor.ObservedViolation("leader_unfenced", "invariant leader_unfenced broken: planted")]
+
+    monkeypatch.setattr(executor, "observed_invariants", planted)
+    result = run_scenario(scenario, ModelBackend(), "legacy")
+    assert not result.passed
+    assert "invariant leader_unfenced broken: planted" in result.message
+    assert "leader_unfenced" in {f.what for f in result.failures}
+
+
+def test_existing_negative_controls_still_pass_on_the_model() -> None:
+    from pathlib import Path
+
+    from pytest_elr.backends.model import ModelBackend
+    from pytest_elr.scenario.loader import load_scenario
+
+    ran = 0
+    for path in sorted(Path(__file__).parents[1].glob("scenarios/*.elr.yaml")):
+        scenario = load_scenario(path)
+        for profile in scenario.profiles:
+            if scenario.verdict.for_profile(profile) == "found" and scenario.runs_on("model"):
+                result = run_scenario(scenario, ModelBackend(), profile)
+                assert result.passed, result.message
+                ran += 1
+    assert ran >= 3
+
+
+def test_a_final_read_without_a_known_hwm_is_a_harness_error() -> None:
+    from dataclasses import replace
+
+    from fake_backend import SILENT, Fake
+
+    class HwmNeverKnown(Fake):
+        def observe(self):  # type: ignore[no-untyped-def]
+            return replace(super().observe(), hwm=None)
+
+    result = run_scenario(parse_scenario(SILENT, "s.elr.yaml"), HwmNeverKnown(), "kafka")
+    assert not result.passed and not result.failures
+    assert "backend fake failed: the final HWM is unknown" in result.message
+
+
+def test_a_finale_without_the_leader_the_model_has_is_a_harness_error() -> None:
+    """The finale's wait for a leader ends with none where the model elected one (here a backend
+    whose leader the settle cannot compare, lost after the finale's heal): the final read would
+    judge nothing, so the run is a harness error, not a verdict."""
+    from dataclasses import replace
+
+    from fake_backend import SILENT, Fake
+
+    from pytest_elr.actions import Heal
+
+    class LeaderGoneAtTheFinale(Fake):
+        cannot_observe: ClassVar[frozenset[str]] = frozenset({"leader"})
+        heals = 0
+
+        def apply(self, action):  # type: ignore[no-untyped-def]
+            self.heals += isinstance(action, Heal)
+            return super().apply(action)
+
+        def observe(self):  # type: ignore[no-untyped-def]
+            obs = super().observe()
+            return replace(obs, leader=None) if self.heals >= 2 else obs  # SILENT heals once, the finale again
+
+    result = run_scenario(parse_scenario(SILENT, "s.elr.yaml"), LeaderGoneAtTheFinale(), "kafka")
+    assert not result.passed and not result.failures
+    assert "the finale found no leader" in result.message and "where the model has broker" in result.message

@@ -16,6 +16,9 @@ from pytest_elr.core.history import VERDICT_FILE
 
 #: anomalies that fail a scenario whose verdict is ``acked_loss: none``
 FATAL = ("lost", "unseen", "duplicate", "inconsistent_offset")
+#: anomalies that fail a negative control too: an expected loss explains records missing, not a
+#: record read twice, nor more offsets holding two values than it took records (the executor's judge)
+FATAL_BESIDE_LOSS = ("duplicate", "inconsistent_offset")
 
 
 @dataclass

@@ -12,6 +12,20 @@ from dataclasses import dataclass
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import LastKnown
 
+#: the invariants about data: bounded by the loss ledger (checked only ``within_tolerance``), so a
+#: negative control -- a run that must lose acknowledged records -- breaks them by design. On the
+#: observed state, ``hwm_monotonic`` and ``leader_log_covers_hwm`` are their counterparts.
+DATA_INVARIANTS = frozenset({
+    "leader_completeness", "candidates_hold_hwm", "log_matching", "hwm_monotonic", "no_acked_loss",
+    "last_known_elr_quorum", "leader_log_covers_hwm",
+})
+#: every invariant the model (``check``) or the observed state (the executor's
+#: ``observed_invariants``) can report: what a scenario's ``known_failures[].fails`` may name
+INVARIANT_NAMES = tuple(sorted(DATA_INVARIANTS | {
+    "elr_disjoint_from_isr", "elr_empty_at_min_isr", "no_elr_without_feature", "isr_plus_elr_at_min_isr",
+    "leader_unfenced", "no_stale_epoch_in_isr", "unclean_exclusion",
+}))
+
 
 @dataclass(frozen=True)
 class Violation:

@@ -26,6 +26,7 @@ import yaml
 from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume, SetMinIsr
 from pytest_elr.backends.base import Backend
 from pytest_elr.checker import Checker, Verdict, inline_checker
+from pytest_elr.checker.verdict import FATAL_BESIDE_LOSS
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
 from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, Read, fault_bit
@@ -35,7 +36,7 @@ from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
-from pytest_elr.scenario.schema import Scenario, Step
+from pytest_elr.scenario.schema import Failure, Scenario, Step
 from pytest_elr.workload.drain import max_acked_offset
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -48,7 +49,23 @@ MAX_NAMED_LOSSES = 20
 
 
 class ScenarioFailure(AssertionError):
-    """The system did not do what the scenario says. The message is the whole report."""
+    """The system did not do what the scenario says. The message is the whole report; ``failures``
+    the same in structured form (which step, which field or invariant), what known failures match."""
+
+    def __init__(self, message: str, failures: tuple[Failure, ...] = ()) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
+class ObservedViolation(str):
+    """The words of an invariant broken on the observed state, with the invariant's name."""
+
+    invariant: str
+
+    def __new__(cls, invariant: str, text: str) -> ObservedViolation:
+        self = super().__new__(cls, text)
+        self.invariant = invariant
+        return self
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,8 @@ class RunResult:
     #: release a known failure, why (the run is then expected to fail)
     kafka_version: str | None = None
     known_failure: str = ""
+    #: what failed, structured (empty when the run passed or the backend failed)
+    failures: list[Failure] = field(default_factory=list)
 
     @property
     def fault_bit(self) -> FaultBit:
@@ -131,6 +150,7 @@ class RunResult:
             "verdict": Verdict.from_dict(verdict) if verdict else None,
             "losses": [LossEvidence(**x) for x in data["losses"]],
             "history_dir": Path(data["history_dir"]) if data.get("history_dir") else None,
+            "failures": [Failure(**f) for f in data.get("failures", [])],
         })
 
 
@@ -186,6 +206,8 @@ class Executor:
         #: the highest offset of an acknowledged acks=all record in the history, and how far it is read
         self._acked_all_max: int | None = None
         self._events_scanned = 0
+        #: why the final read could not be judged (a harness error beside failed steps), if so
+        self.final_read_error: str | None = None
 
     @property
     def last_hwm(self) -> int | None:
@@ -216,28 +238,38 @@ class Executor:
         if self.model is None:
             self.start()
         self._refuse_unobservable()
-        failures: list[str] = []
+        failures: list[ScenarioFailure] = []
         for step in s.steps:
             try:
                 self._step_run(step)
             except ScenarioFailure as exc:
-                failures.append(str(exc))
+                failures.append(exc)
                 self.history.record("step", phase="end", failed=True)
         if s.finale:
             try:
                 self.finale()
             except ScenarioFailure as exc:
-                failures.append(str(exc))
+                failures.append(exc)
         self.history.step = "final"
         final = self.backend.drain()
         for record in final.records:
             self.history.record("consume", partition=0, offset=record.offset, value=record.value,
                                 reader="drain")
-        self._check_final_read(final)
-        self._prove_losses(final)
+        try:
+            self._check_final_read(final)
+        except BackendError as exc:
+            if not failures:
+                raise
+            # The steps' failures are findings; the final read cannot be judged beside them.
+            self.history.record("backend_error", message=str(exc))
+            self.final_read_error = str(exc)
+        else:
+            self._prove_losses(final)
         if failures:
             more = f"\n({len(failures)} steps failed)" if len(failures) > 1 else ""
-            raise ScenarioFailure("\n".join(failures) + more)
+            unjudged = f"\n(the final read was not judged: {self.final_read_error})" if self.final_read_error else ""
+            raise ScenarioFailure("\n".join(str(f) for f in failures) + more + unjudged,
+                                  tuple(x for f in failures for x in f.failures))
 
     def _refuse_unobservable(self) -> None:
         """A step that expects what the backend cannot read would pass vacuously: refused."""
@@ -246,7 +278,8 @@ class Executor:
             for key in sorted(set(step.expectations_for(self.profile)) & blind):
                 line = step.key_lines.get(key, step.line)
                 raise ScenarioFailure(f"step {step.label} ({self.scenario.path}:{line}): expects {key}, which the "
-                                      f"{self.backend.name} backend cannot observe (a pass would prove nothing)")
+                                      f"{self.backend.name} backend cannot observe (a pass would prove nothing)",
+                                      (Failure(step.label, f"unobservable {key}"),))
 
     def _step_run(self, step: Step) -> None:
         started = time.monotonic()
@@ -281,7 +314,8 @@ class Executor:
                 self.apply(action, ctx)
             except ModelError as exc:
                 raise ScenarioFailure(f"step {step.label} ({self.scenario.path}:{self._line}): {action.kind}: "
-                                      f"the model cannot do it here: {exc}") from None
+                                      f"the model cannot do it here: {exc}",
+                                      (Failure(step.label, "model_error"),)) from None
             except BackendError as exc:
                 raise BackendError(f"step {step.label} ({self.scenario.path}:{self._line}): {action.kind}: "
                                    f"{exc}") from None
@@ -555,10 +589,19 @@ class Executor:
             self._poll(lambda obs: [] if obs.leader is not None else ["no leader yet"],
                        DEFAULT_STEP_TIMEOUT_S)
         obs = self._observe_and_record()
+        model_leader = self.model.observe().leader if self.model is not None else None
+        if obs.leader is None and model_leader is not None and not any(d.field == "leader" for d in ctx.differences):
+            # Everything healed and restarted, the model elected broker ``model_leader`` and no
+            # disagreement about the leader was found after the finale's actions (that would be the
+            # system's), yet no leader now: the final read would find nothing to read from, and its
+            # "losses" would be the harness's.
+            raise BackendError(f"the finale found no leader after {DEFAULT_STEP_TIMEOUT_S:.0f} s where the model "
+                               f"has broker {model_leader}: the final read cannot be trusted (observed: "
+                               f"{describe(obs)})")
         finale = Step(label="finale", line=self.scenario.line, actions=(), expect={})
         self.check_invariants(finale, obs)
         if ctx.differences:
-            raise ScenarioFailure(self._report(finale, [], obs, ctx))
+            raise ScenarioFailure(self._report(finale, [], obs, ctx), _failures(finale.label, [], ctx))
 
     # --- expectations ----------------------------------------------------------------------
 
@@ -570,7 +613,7 @@ class Executor:
         self._observe_and_record(obs)
         self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
         if mismatches or ctx.differences:
-            raise ScenarioFailure(self._report(step, mismatches, obs, ctx))
+            raise ScenarioFailure(self._report(step, mismatches, obs, ctx), _failures(step.label, mismatches, ctx))
         return obs
 
     def _poll(self, check: Callable[[Observation], list[Any]], timeout: float) -> tuple[Observation, list[Any]]:
@@ -631,24 +674,33 @@ class Executor:
         profile = get_profile(self.profile)
         min_isr = effective_min_isr(self.min_isr, len(self.scenario.topic.replicas), profile)
         before = self.hwm_seen[-1] if self.hwm_seen else None
-        found = [str(v) for v in observed_invariants(obs, elr=profile.elr, min_isr=min_isr, hwm_before=before)]
+        #: (invariant, words) of each violation, once each
+        found = [(v.invariant, str(v)) for v in
+                 observed_invariants(obs, elr=profile.elr, min_isr=min_isr, hwm_before=before)]
         if obs.hwm is not None:
             self.hwm_seen.append((step.label, obs.hwm))
         states = self.alternatives.states if self.alternatives is not None else [self.model]
         for state in states:  # every state the oracle still allows must keep its own invariants
             if state is not None:
-                found += [str(v) for v in invariants.check(state, len(state.committed)) if str(v) not in found]
+                found += [(v.invariant, str(v)) for v in invariants.check(state, len(state.committed))
+                          if (v.invariant, str(v)) not in found]
         if not found:
             return
-        for violation in found:
+        for _, violation in found:
             self.history.record("violation", message=violation)
         if self.expected_loss == "found":
-            self.violations += [f"{step.label}: {v}" for v in found]  # the negative control
-            return
+            # A negative control must lose acknowledged records: the invariants about data (those
+            # the loss ledger bounds) break by design and are kept; any other does not follow from
+            # the loss and fails the step as it would anywhere.
+            self.violations += [f"{step.label}: {text}" for name, text in found if name in invariants.DATA_INVARIANTS]
+            found = [(name, text) for name, text in found if name not in invariants.DATA_INVARIANTS]
+            if not found:
+                return
         raise ScenarioFailure(
-            f"step {step.label} ({self.scenario.path}:{step.line}): {found[0]}\n"
-            + "".join(f"  {v}\n" for v in found[1:])
-            + f"  on backend {self.backend.name}, profile {self.profile}"
+            f"step {step.label} ({self.scenario.path}:{step.line}): {found[0][1]}\n"
+            + "".join(f"  {text}\n" for _, text in found[1:])
+            + f"  on backend {self.backend.name}, profile {self.profile}",
+            tuple(Failure(step.label, name) for name in dict.fromkeys(name for name, _ in found)),
         )
 
     # --- reads: before the end, and the final one -----------------------------------------------
@@ -669,7 +721,15 @@ class Executor:
         """The final read must reach the final HWM: one that stops short (a timeout) would make
         records look lost. That is the harness failing, never a finding about the system."""
         hwm = self.backend.observe().hwm
-        if hwm is not None and (final.end_offset is None or final.end_offset < hwm):
+        if hwm is None and not self.scenario.finale:
+            return  # left as the steps left it (finale: false): the judge says what stayed down
+        if hwm is None:
+            # Without the HWM nothing says where the log ends: a read that stopped short would
+            # pass for one that reached the end, and missing records for lost ones.
+            raise BackendError(f"the final HWM is unknown (no leader to ask?): the final read, which stopped at "
+                               f"offset {final.end_offset}, cannot be shown to reach the end of the log: "
+                               "a harness error, not a finding")
+        if final.end_offset is None or final.end_offset < hwm:
             raise BackendError(f"the final read stopped at offset {final.end_offset} before the final HWM {hwm}: "
                                "a harness error, not a loss")
 
@@ -705,6 +765,13 @@ def say_difference(d: Mapping[str, Any]) -> str:
     why = f" -- declared: {d['reason']} [{d['source']}]" if d.get("reason") else ""
     return (f"step {d['step']} after {d['after']}: {d['field']}: model {_show(d['model'])}, "
             f"observed {_show(d['observed'])}{why}")
+
+
+def _failures(label: str, mismatches: list[str], ctx: StepContext) -> tuple[Failure, ...]:
+    """A step's failures: each field that differs from the model, each expectation that does not
+    hold (``compare`` begins each with its key; ``produce[1]`` is a ``produce``), once each."""
+    keys = [d.field for d in ctx.differences] + [m.split(":", 1)[0].split("[", 1)[0] for m in mismatches]
+    return tuple(Failure(label, key) for key in dict.fromkeys(keys))
 
 
 def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> list[str]:
@@ -779,14 +846,14 @@ def _compare_produce(want: dict[str, Any], got: ProduceOutcome | None, what: str
 
 
 def observed_invariants(obs: Observation, elr: bool = True, min_isr: int | None = None,
-                        hwm_before: tuple[str, int] | None = None) -> list[str]:
+                        hwm_before: tuple[str, int] | None = None) -> list[ObservedViolation]:
     """Invariants of the protocol checked on what the system itself reports, real or modelled:
     ``elr``: the profile has ELR; ``min_isr``: the effective min ISR in force; ``hwm_before``: the
     HWM the system reported last (step, value) -- the sequence, not a running maximum."""
-    out = []
+    out: list[ObservedViolation] = []
 
     def broken(name: str, why: str) -> None:
-        out.append(f"invariant {name} broken on the observed state: {why} ({describe(obs)})")
+        out.append(ObservedViolation(name, f"invariant {name} broken on the observed state: {why} ({describe(obs)})"))
 
     overlap = set(obs.isr) & set(obs.elr)
     if overlap:
@@ -873,23 +940,32 @@ class ScenarioRun:
         scenario, backend, history = self.scenario, self.backend, self.history
         verdict: Verdict | None = None
         broken = False  # the backend failed (an error), as opposed to the system not doing what the scenario says
+        failures: tuple[Failure, ...] = ()
         try:
-            self.executor.run()
+            failed: list[ScenarioFailure] = []
+            try:
+                self.executor.run()
+            except ScenarioFailure as exc:
+                failed.append(exc)
+            # judged even when steps failed: a verdict beside a known failure is a failure of its own
             history.end_events()
             verdict = self.checker(history)
-            message = judge(scenario, self.profile, self.executor, verdict)
-            passed = message is None
-        except ScenarioFailure as exc:
-            passed, message = False, str(exc)
+            problem = judge(scenario, self.profile, self.executor, verdict) \
+                if self.executor.final_read_error is None else None
+            failed += [problem] if problem is not None else []
+            passed = not failed
+            message = "\n".join(str(f) for f in failed) or None
+            failures = tuple(x for f in failed for x in f.failures)
         except BackendError as exc:
             history.record("backend_error", message=str(exc))
             passed, message, broken = False, f"{scenario.path}: backend {backend.name} failed: {exc}", True
         finally:
             self._release()
         self.close("passed" if passed else ("error" if broken else "failed"))
-        return self.result(passed, message or "", verdict)
+        return self.result(passed, message or "", verdict, failures)
 
-    def result(self, passed: bool, message: str, verdict: Verdict | None = None) -> RunResult:
+    def result(self, passed: bool, message: str, verdict: Verdict | None = None,
+               failures: tuple[Failure, ...] = ()) -> RunResult:
         ex = self.executor
         return RunResult(
             scenario=self.scenario.name, path=self.scenario.path, profile=self.profile, backend=self.backend.name,
@@ -898,7 +974,7 @@ class ScenarioRun:
             duration_s=time.monotonic() - self.started,
             disagreements=[d.as_dict() for d in ex.disagreements], declared=[d.as_dict() for d in ex.declared],
             lost_by_presence=ex.lost_by_presence, departures=ex.departures, kafka_version=self.backend.kafka_version,
-            known_failure=self.history.meta.get("known_failure") or "",
+            known_failure=self.history.meta.get("known_failure") or "", failures=list(failures),
         )
 
     def _release(self) -> None:
@@ -930,30 +1006,44 @@ def run_scenario(
     return run.finish()
 
 
-def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> str | None:
-    """None when the run's verdict is the one the scenario expects, else why not."""
+def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> ScenarioFailure | None:
+    """None when the run's verdict is the one the scenario expects, else why not (its failure is
+    the verdict's, named by what went wrong)."""
     lossy = any(a.lossy for s in scenario.steps for a in s.actions)
     bit = any(loss.bit for loss in ex.losses)
     head = f"{scenario.path}: verdict on backend {ex.backend.name}, profile {profile}: "
+
+    def fails(what: str, why: str) -> ScenarioFailure:
+        return ScenarioFailure(head + why, (Failure("verdict", what),))
+
     if lossy and not bit:
-        return head + ("the fault did not bite: no lossy shutdown took any record from its victim, so the run "
-                       "proves nothing about durability")
+        return fails("no_bite", "the fault did not bite: no lossy shutdown took any record from its victim, so "
+                                "the run proves nothing about durability")
     if ex.expected_loss == "none" and verdict.lost_count:
         down = sorted(b for b, state in ex.lifecycle.items() if state != "up")
         hint = ""
         if not scenario.finale and down:
             hint = (f" (finale: false left brokers {down} stopped or paused, so the final read could not "
                     "see what only they hold: restart them in a last step, or drop finale: false)")
-        return head + f"{verdict.lost_count} acknowledged acks=all records lost: {verdict.examples()}{hint}"
+        return fails("acked_loss",
+                     f"{verdict.lost_count} acknowledged acks=all records lost: {verdict.examples()}{hint}")
     if ex.expected_loss == "none" and verdict.fatal:
-        return head + f"the {verdict.checker} checker found {verdict.fatal}"
+        return fails(next(iter(verdict.fatal)), f"the {verdict.checker} checker found {verdict.fatal}")
     if ex.expected_loss == "found" and not verdict.lost_count:
-        return head + ("negative control: acknowledged records should have been lost, "
-                       f"but all {verdict.acked} were read back")
+        return fails("acked_loss", "negative control: acknowledged records should have been lost, "
+                                   f"but all {verdict.acked} were read back")
     if ex.expected_loss == "found":
+        # The expected loss explains records missing (lost, unseen) and, at most once per lost
+        # record, its offset taken over by a record written after the truncation (two values at
+        # one offset); never a record read twice, nor more offsets with two values than records lost.
+        beside = {k: n for k, n in verdict.fatal.items() if k in FATAL_BESIDE_LOSS
+                  and not (k == "inconsistent_offset" and n <= verdict.lost_count)}
+        if beside:
+            return fails(next(iter(beside)), f"negative control: besides the expected loss, the {verdict.checker} "
+                                             f"checker found {beside}")
         problem = unproved_loss(ex, verdict)
         if problem is not None:
-            return head + problem
+            return fails("unproved_loss", problem)
     return None
 
 

@@ -21,8 +21,21 @@ from pytest_elr.core.outcomes import OUTCOMES
 from pytest_elr.core.reader import Reader, did_you_mean
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.core.versions import VersionError, version_range
+from pytest_elr.model.invariants import INVARIANT_NAMES
 from pytest_elr.model.profiles import PROFILE_NAMES
-from pytest_elr.scenario.schema import DIFFERABLE, EXPECTATION_KEYS, KnownFailure, LossExpectation, Scenario, Step
+from pytest_elr.scenario.schema import (
+    DIFFERABLE,
+    EXPECTATION_KEYS,
+    VERDICT_FAILURES,
+    KnownFailure,
+    LossExpectation,
+    Scenario,
+    Step,
+)
+
+#: what a known failure may name as failing at its step: a field held to the model or expected, or
+#: an invariant
+KNOWN_FAILS = tuple(dict.fromkeys(EXPECTATION_KEYS + DIFFERABLE + INVARIANT_NAMES + VERDICT_FAILURES))
 
 # --- entry points ------------------------------------------------------------------------------
 
@@ -99,10 +112,11 @@ class _Builder:
         finale = r.boolean(doc["finale"], "finale") if "finale" in doc else True
         backends, reason = self.backends(doc["backends"]) if "backends" in doc else (None, "")
         known = self.known_failures(doc["known_failures"]) if "known_failures" in doc else ()
+        labels = tuple(s.label for s in steps) + (("finale",) if finale else ()) + ("verdict",)
         for k in known:
-            if k.step is not None and k.step not in {s.label for s in steps}:
+            if k.step not in labels:
                 raise ScenarioError(f"known_failures: no step {k.step!r} in this scenario (steps: "
-                                    f"{', '.join(s.label for s in steps)})", r.path, k.line)
+                                    f"{', '.join(labels)}){did_you_mean(k.step, labels)}", r.path, k.line)
         return Scenario(
             name=name,
             path=r.path,
@@ -128,21 +142,37 @@ class _Builder:
             self.r.fail(node, f"{what}: {exc}")
 
     def known_failures(self, node: yaml.Node) -> tuple[KnownFailure, ...]:
-        """``known_failures: [{versions: "<4.1.0", because: "KAFKA-19522: ..."}]``."""
+        """``known_failures: [{versions: "<4.1.0", because: "KAFKA-19522: ...", step: T3, fails: [leader, isr]}]``."""
         r = self.r
         out = []
         for item in r.sequence(node, "known_failures"):
-            doc = r.mapping(item, "known_failures[]", ("versions", "because", "step"))
-            if "versions" not in doc or "because" not in doc:
+            doc = r.mapping(item, "known_failures[]", ("versions", "because", "step", "fails"))
+            if any(key not in doc for key in ("versions", "because", "step", "fails")):
                 r.fail(item, "known_failures: expected {versions: <range, e.g. '<4.1.0'>, because: <the bug and "
-                             "its fix, e.g. 'KAFKA-19522, fixed in 4.1.0'>}")
-            step = r.name(doc["step"], "known_failures.step") if "step" in doc else None
+                             "its fix, e.g. 'KAFKA-19522, fixed in 4.1.0'>, step: <the step where it shows>, "
+                             "fails: <what fails there: fields or invariants, e.g. [leader, isr]>}")
             out.append(KnownFailure(self.versions(doc["versions"], "known_failures.versions"),
                                     " ".join(r.scalar(doc["because"], "known_failures.because").split()),
-                                    item.start_mark.line + 1, step))
+                                    item.start_mark.line + 1, r.name(doc["step"], "known_failures.step"),
+                                    self.known_fails(doc["fails"])))
         if len(out) > L.MAX_KNOWN_FAILURES:
             r.fail(node, f"known_failures: at most {L.MAX_KNOWN_FAILURES} entries")
         return tuple(out)
+
+    def known_fails(self, node: yaml.Node) -> tuple[str, ...]:
+        """``fails: last_known_elr`` or ``fails: [leader, isr]``: fields (DIFFERABLE, EXPECTATION_KEYS)
+        or invariants (``invariants.INVARIANT_NAMES``), each once."""
+        r = self.r
+        items = [node] if isinstance(node, yaml.ScalarNode) else r.sequence(node, "known_failures.fails")
+        if not items:
+            r.fail(node, "known_failures.fails: expected at least one field or invariant")
+        names: list[str] = []
+        for n in items:
+            name = r.string(n, "known_failures.fails", KNOWN_FAILS)
+            if name in names:
+                r.fail(n, f"known_failures.fails: {name!r} is listed twice")
+            names.append(name)
+        return tuple(names)
 
     def profiles(self, node: yaml.Node) -> tuple[str, ...]:
         r = self.r

@@ -21,6 +21,9 @@ EXPECTATION_KEYS = (
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "hwm", "caught_up",
               "produce")
 
+#: what the verdict (the known-failure "step" ``verdict``) fails with: the judge's problems
+VERDICT_FAILURES = ("acked_loss", "no_bite", "unproved_loss", "lost", "unseen", "duplicate", "inconsistent_offset")
+
 
 @dataclass(frozen=True)
 class Step:
@@ -57,18 +60,45 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One thing that failed in a run: where (a step's label, ``finale``, or ``verdict``) and what
+    (the field that differs from the model or the expectation, the invariant broken, or the
+    verdict's problem). A run keeps its failures in this form, so a known failure is matched
+    against them, never against the words of the report."""
+
+    step: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"step {self.step}: {self.what}" if self.step != "verdict" else f"verdict: {self.what}"
+
+
+@dataclass(frozen=True)
 class KnownFailure:
     """Releases on which the scenario is known to fail, and why (a Kafka bug fixed later): a run
-    there must fail (strict, like ``xfail(strict=True)``): an unexpected pass is a failure."""
+    there must fail (strict, like ``xfail(strict=True)``): an unexpected pass is a failure. The
+    entry names the one failure the bug makes: the step and what fails there (fields,
+    invariants); any other failure of the same run is not the known one."""
 
     versions: SpecifierSet
     because: str
     line: int
-    #: the step that must fail (None: any); a failure elsewhere is not the known one
-    step: str | None = None
+    step: str
+    fails: tuple[str, ...]
 
-    def explains(self, message: str) -> bool:
-        return self.step is None or f"step {self.step} (" in message
+    def covers(self, failure: Failure) -> bool:
+        return failure.step == self.step and failure.what in self.fails
+
+    def __str__(self) -> str:
+        return f"step {self.step} in {', '.join(self.fails)}"
+
+
+def unexplained(known: tuple[KnownFailure, ...], failures: tuple[Failure, ...]) -> list[Failure] | None:
+    """The failures of a run that no entry of ``known`` declares; None when the run failed without
+    a structured failure (a backend error, a harness refusal): never a known failure."""
+    if not failures:
+        return None
+    return [f for f in failures if not any(k.covers(f) for k in known)]
 
 
 @dataclass(frozen=True)
@@ -107,7 +137,12 @@ class Scenario:
         return self.backends is None or backend in self.backends
 
     def known_failure(self, version: str | None) -> KnownFailure | None:
-        """The declared failure that covers this release, if any."""
+        """The first declared failure that covers this release, if any (its ``because`` is the reason)."""
+        return next(iter(self.known_failures_on(version)), None)
+
+    def known_failures_on(self, version: str | None) -> tuple[KnownFailure, ...]:
+        """Every entry that covers this release: a bug whose consequences show at later steps has one
+        entry per step, and the run may fail only at what they declare together."""
         if version is None:
-            return None
-        return next((k for k in self.known_failures if k.versions.contains(version)), None)
+            return ()
+        return tuple(k for k in self.known_failures if k.versions.contains(version))
