@@ -37,7 +37,7 @@ from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
 from pytest_elr.model.ledger import LossLedger
 from pytest_elr.model.profiles import Profile
-from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
+from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, PartitionView, Record, Replica
 from pytest_elr.model.timing import Timing
 
 MAX_SETTLE_ROUNDS = 200
@@ -108,12 +108,21 @@ class ModelCluster:
     #: partition epoch at a min ISR change whose HWM re-evaluation waits for the next event
     #: (``controller.hwm_reevaluated``), or None
     hwm_waits_since: int | None = None
+    #: the partition's history the state alone does not show, for the invariants of that history
+    #: (``model/invariants.py``): each change of leader, ISR, ELR or RECOVERING as (before, after),
+    #: seen after every action and every controller round (no change is made elsewhere) ...
+    changes: list[tuple[PartitionView, PartitionView]] = field(default_factory=list)
+    #: ... each move of the leader's HWM (from, to, committed ISR size, effective min ISR) ...
+    hwm_moves: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: ... and each acks=all request acknowledged (first value, replicas holding it, effective min ISR)
+    acks: list[tuple[str, int, int]] = field(default_factory=list)
     #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
     #: Timing replays and records choices (``model/alternatives.py``)
     timing: Timing | None = None
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
+    _seen: PartitionView = field(init=False)  # the partition as ``changes`` last saw it
 
     def __post_init__(self) -> None:
         unknown = set(self.replicas) - set(self.brokers_ids)
@@ -138,6 +147,7 @@ class ModelCluster:
             log_info=self._log_info,
             has_online_dir=self._has_online_dir,
         )
+        self._seen = self.part.view()
         self.settle()
 
     # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
@@ -162,6 +172,12 @@ class ModelCluster:
     @property
     def eff_min_isr(self) -> int:
         return effective_min_isr(self.min_isr, len(self.replicas), self.profile)
+
+    @property
+    def seed_min_isr(self) -> int:
+        """The effective min ISR as the seeds define it, whatever the rule switches: KIP-966 "the
+        effective min.insync.replicas will be min(min.insync.replicas, replication factor)"."""
+        return min(self.min_isr, len(self.replicas))
 
     def leader_replica(self) -> Replica | None:
         leader = self.part.leader
@@ -253,6 +269,7 @@ class ModelCluster:
 
     def apply(self, action: Action) -> Result:
         result = self._do(action)
+        self._note_change()
         self.settle()
         if isinstance(result, ProduceOutcome):
             self._finish_produce()
@@ -499,6 +516,8 @@ class ModelCluster:
                 else:
                     self._complete(req, None)
                     self.acked.extend(req.records)
+                    holders = sum(self.logs[r].log[req.first_offset : end] == req.records for r in self.replicas)
+                    self.acks.append((req.records[0].value, holders, self.seed_min_isr))
             else:
                 still.append(req)
         self.pending_produce = still
@@ -520,12 +539,22 @@ class ModelCluster:
         for _ in range(MAX_SETTLE_ROUNDS):
             before = self.fingerprint()
             self._controller_round()
+            self._note_change()
             self._replication_round()
+            leader, hwm = self.part.leader, self.hwm()
             self._leader_round()
+            if leader is not None and self.part.leader == leader and (self.hwm() or 0) > (hwm or 0):
+                self.hwm_moves.append((hwm or 0, self.hwm() or 0, len(self.part.isr), self.seed_min_isr))
             self._finish_produce()
             if self.fingerprint() == before:
                 return
         raise ModelError("the model did not settle (livelock in the rules)")
+
+    def _note_change(self) -> None:
+        now = self.part.view()
+        if now != self._seen:
+            self.changes.append((self._seen, now))
+            self._seen = now
 
     def fingerprint(self) -> tuple[object, ...]:
         p = self.part
