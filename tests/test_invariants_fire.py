@@ -16,6 +16,7 @@ from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.core.observation import Observation
 from pytest_elr.model import controller, invariants
 from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.mutants import pending_member_cut_off
 from pytest_elr.model.profiles import Rules, get_profile, replace_rules
 from pytest_elr.model.state import Record
 from pytest_elr.scenario.executor import observed_invariants
@@ -146,6 +147,14 @@ def _unclean_election_recovers(mp: pytest.MonkeyPatch) -> Planted:
     return m, None
 
 
+def _isr_joins_hold_hwm(mp: pytest.MonkeyPatch) -> Planted:
+    # The HWM over the committed ISR only: records 5-9 went under it while 1, the pending member, was
+    # cut off; the held AlterPartition then lands and adds 1 without them.
+    m = pending_member_cut_off(Rules(hwm_waits_for_maximal_isr=False))
+    m.apply(Heal(links=None))
+    return m, None
+
+
 def _hwm_only_at_min_isr(mp: pytest.MonkeyPatch) -> Planted:
     m = cluster(rules=Rules(hwm_requires_min_isr=False))
     isolate(m, 1, 2)  # ISR [0] < min ISR 2
@@ -213,12 +222,13 @@ PLANTED: dict[str, Callable[[pytest.MonkeyPatch], Planted]] = {
     "isr_plus_elr_at_min_isr": _isr_plus_elr_at_min_isr,
     "leader_unfenced": _leader_unfenced,
     "no_stale_epoch_in_isr": _no_stale_epoch_in_isr,
+    "elr_from_isr": _elr_from_isr,
+    "unclean_election_recovers": _unclean_election_recovers,
     "unclean_exclusion": _unclean_exclusion,
     "isr_unfenced": _isr_unfenced,
     "leader_in_isr": _leader_in_isr,
     "registering_broker_out_of_isr": _registering_broker_out_of_isr,
-    "elr_from_isr": _elr_from_isr,
-    "unclean_election_recovers": _unclean_election_recovers,
+    "isr_joins_hold_hwm": _isr_joins_hold_hwm,
     "hwm_only_at_min_isr": _hwm_only_at_min_isr,
     "acked_on_min_isr": _acked_on_min_isr,
     "leader_completeness": _leader_completeness,
@@ -231,6 +241,7 @@ PLANTED: dict[str, Callable[[pytest.MonkeyPatch], Planted]] = {
 
 #: planted violations that break more than the named invariant (it must still be reported first)
 ALSO_BROKEN: dict[str, set[str]] = {
+    "no_stale_epoch_in_isr": {"isr_joins_hold_hwm"},  # 1 joined with its new, empty disk
     "acked_on_min_isr": {"candidates_hold_hwm"},  # the followers that left lack what was acknowledged
     "leader_completeness": {"candidates_hold_hwm", "log_matching", "no_acked_loss"},  # the leader lost them
 }

@@ -114,6 +114,9 @@ class ModelCluster:
     changes: list[tuple[PartitionView, PartitionView]] = field(default_factory=list)
     #: ... each move of the leader's HWM (from, to, committed ISR size, effective min ISR) ...
     hwm_moves: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: ... each replica the controller added to the ISR (broker, records it held below the
+    #: leader's HWM, the HWM) ...
+    isr_joins: list[tuple[int, int, int]] = field(default_factory=list)
     #: ... and each acks=all request acknowledged (first value, replicas holding it, effective min ISR)
     acks: list[tuple[str, int, int]] = field(default_factory=list)
     #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
@@ -198,9 +201,10 @@ class ModelCluster:
                 and self._round_trip(f, leader) and self.logs[f].leo == end}
 
     def maximal_isr(self) -> list[int]:
-        """The committed ISR plus members the leader has asked to add (KIP-966)."""
+        """The committed ISR plus members the leader has asked to add (KIP-966; the HWM waits for
+        them: ``controller.advance_hwm``, mutation switch ``Rules.hwm_waits_for_maximal_isr``)."""
         isr = list(self.part.isr)
-        if self.pending_alter is not None:
+        if self.pending_alter is not None and self.profile.rules.hwm_waits_for_maximal_isr:
             isr += [b for b in self.pending_alter.isr if b not in isr]
         return isr
 
@@ -477,7 +481,7 @@ class ModelCluster:
         if leader is None or not self.brokers[leader].running or leader in self.fenced:
             error = "NOT_LEADER_OR_FOLLOWER"
         else:
-            error = controller.produce_rejection(action.acks, self.part.isr, self.eff_min_isr)
+            error = controller.produce_rejection(action.acks, self.part.isr, self.eff_min_isr, self.profile.rules)
         if error is not None:
             outcome.failed[error] = action.count
             for send in sends:
@@ -623,6 +627,9 @@ class ModelCluster:
                 else:
                     joined = {b for b, _ in req.new_isr if b not in before}
                     self.unclean_restarted -= joined  # caught up: the leader let it in
+                    lead = self.logs[req.leader]
+                    self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log[: lead.hwm]), lead.hwm)
+                                       for b in sorted(joined)]
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log

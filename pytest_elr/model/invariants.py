@@ -28,10 +28,10 @@ class Violation:
 #: plants a violation of each and fails on a name it has no test for)
 INVARIANTS: tuple[str, ...] = (
     "elr_disjoint_from_isr", "elr_empty_at_min_isr", "no_elr_without_feature", "isr_plus_elr_at_min_isr",
-    "leader_unfenced", "no_stale_epoch_in_isr", "unclean_exclusion", "isr_unfenced", "leader_in_isr",
-    "registering_broker_out_of_isr", "elr_from_isr", "unclean_election_recovers", "hwm_only_at_min_isr",
-    "acked_on_min_isr", "leader_completeness", "candidates_hold_hwm", "log_matching", "hwm_monotonic",
-    "no_acked_loss", "last_known_elr_quorum",
+    "leader_unfenced", "no_stale_epoch_in_isr", "elr_from_isr", "unclean_election_recovers",
+    "unclean_exclusion", "isr_unfenced", "leader_in_isr", "registering_broker_out_of_isr", "isr_joins_hold_hwm",
+    "hwm_only_at_min_isr", "acked_on_min_isr", "leader_completeness", "candidates_hold_hwm", "log_matching",
+    "hwm_monotonic", "no_acked_loss", "last_known_elr_quorum",
 )
 
 _silenced: set[str] = set()
@@ -91,6 +91,22 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     # KIP-903 "Proposed Design": "A replica with a stale broker epoch is not eligible to join the ISR".
     if m.stale_in_isr:
         fail("no_stale_epoch_in_isr", f"{sorted(m.stale_in_isr)} joined the ISR with a stale broker epoch")
+    for before, after in m.changes:
+        # KIP-966 ELR update rule 2: "b. add (the current ISR - the proposed ISR) to ELR" -- the
+        # ELR's only source; rule 1 empties it at min ISR.
+        joined = set(after.elr) - set(before.elr) - set(before.isr)
+        if joined:
+            fail("elr_from_isr", f"{sorted(joined)} joined the ELR {list(after.elr)} from outside the ISR "
+                                 f"{list(before.isr)}")
+        # Design notes 5.3.1: "the controller must report all unclean recoveries as potential data
+        # loss events" -- the RECOVERING state (KIP-966 "Unclean recovery" elects from ISR, then
+        # ELR, cleanly; anything else is unclean). Its contrapositive is "a clean election picks
+        # from ISR + ELR only".
+        elected = after.leader is not None and after.leader_epoch != before.leader_epoch
+        if elected and after.leader not in set(before.isr) | set(before.elr) and not after.recovering:
+            fail("unclean_election_recovers",
+                 f"leader {after.leader} elected from outside ISR {list(before.isr)} + ELR "
+                 f"{list(before.elr)} without RECOVERING")
     # Design notes 5.1.2, Unclean Exclusion: "A replica that has restarted after an unclean shutdown
     # must be excluded from leadership, the ISR and ELR until it has provably caught-up to the
     # leader." (Pre-ELR Kafka does not have the property: it re-elects its last ISR member.)
@@ -117,22 +133,13 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     if m.profile.elr and registering & (set(part.isr) | {part.leader}):
         fail("registering_broker_out_of_isr",
              f"{sorted(registering & (set(part.isr) | {part.leader}))} lead or sit in the ISR before registering")
-    for before, after in m.changes:
-        # KIP-966 ELR update rule 2: "b. add (the current ISR - the proposed ISR) to ELR" -- the
-        # ELR's only source; rule 1 empties it at min ISR.
-        joined = set(after.elr) - set(before.elr) - set(before.isr)
-        if joined:
-            fail("elr_from_isr", f"{sorted(joined)} joined the ELR {list(after.elr)} from outside the ISR "
-                                 f"{list(before.isr)}")
-        # Design notes 5.3.1: "the controller must report all unclean recoveries as potential data
-        # loss events" -- the RECOVERING state (KIP-966 "Unclean recovery" elects from ISR, then
-        # ELR, cleanly; anything else is unclean). Its contrapositive is "a clean election picks
-        # from ISR + ELR only".
-        elected = after.leader is not None and after.leader_epoch != before.leader_epoch
-        if elected and after.leader not in set(before.isr) | set(before.elr) and not after.recovering:
-            fail("unclean_election_recovers",
-                 f"leader {after.leader} elected from outside ISR {list(before.isr)} + ELR "
-                 f"{list(before.elr)} without RECOVERING")
+    # KIP-966 "Additional High Watermark advancement requirement": "If maximal ISR > ISR, the message
+    # should be replicated to the maximal ISR before covering the message under HWM" -- so a replica
+    # the controller adds to the ISR already holds everything below the leader's HWM.
+    for broker, held, hwm in m.isr_joins:
+        if held < hwm:
+            fail("isr_joins_hold_hwm", f"broker {broker} joined the ISR holding {held} of the {hwm} records "
+                                       "below the HWM")
     # KIP-966 "Additional High Watermark advancement requirement": "High Watermark can only advance
     # if the ISR size is larger or equal to min.insync.replicas" (the ISR persisted by the controller).
     for start, end, isr_size, min_isr in m.hwm_moves:
