@@ -37,7 +37,7 @@ from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
 from pytest_elr.model.ledger import LossLedger
 from pytest_elr.model.profiles import Profile
-from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
+from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, PartitionView, Record, Replica
 from pytest_elr.model.timing import Timing
 
 MAX_SETTLE_ROUNDS = 200
@@ -114,12 +114,24 @@ class ModelCluster:
     hwm_window_open: bool = True
     #: this state's HWM when the executor last held the system's HWM to it (``mark_hwm``)
     hwm_at_mark: int | None = None
+    #: the partition's history the state alone does not show, for the invariants of that history
+    #: (``model/invariants.py``): each change of leader, ISR, ELR or RECOVERING as (before, after),
+    #: seen after every action and every controller round (no change is made elsewhere) ...
+    changes: list[tuple[PartitionView, PartitionView]] = field(default_factory=list)
+    #: ... each move of the leader's HWM (from, to, committed ISR size, effective min ISR) ...
+    hwm_moves: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: ... each replica the controller added to the ISR (broker, records it held below the
+    #: leader's HWM, the HWM) ...
+    isr_joins: list[tuple[int, int, int]] = field(default_factory=list)
+    #: ... and each acks=all request acknowledged (first value, replicas holding it, effective min ISR)
+    acks: list[tuple[str, int, int]] = field(default_factory=list)
     #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
     #: Timing replays and records choices (``model/alternatives.py``)
     timing: Timing | None = None
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
+    _seen: PartitionView = field(init=False)  # the partition as ``changes`` last saw it
 
     def __post_init__(self) -> None:
         unknown = set(self.replicas) - set(self.brokers_ids)
@@ -144,6 +156,7 @@ class ModelCluster:
             log_info=self._log_info,
             has_online_dir=self._has_online_dir,
         )
+        self._seen = self.part.view()
         self.settle()
 
     # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
@@ -168,6 +181,12 @@ class ModelCluster:
     @property
     def eff_min_isr(self) -> int:
         return effective_min_isr(self.min_isr, len(self.replicas), self.profile)
+
+    @property
+    def seed_min_isr(self) -> int:
+        """The effective min ISR as the seeds define it, whatever the rule switches: KIP-966 "the
+        effective min.insync.replicas will be min(min.insync.replicas, replication factor)"."""
+        return min(self.min_isr, len(self.replicas))
 
     def leader_replica(self) -> Replica | None:
         leader = self.part.leader
@@ -218,9 +237,10 @@ class ModelCluster:
                 and self._round_trip(f, leader) and self.logs[f].leo == end}
 
     def maximal_isr(self) -> list[int]:
-        """The committed ISR plus members the leader has asked to add (KIP-966)."""
+        """The committed ISR plus members the leader has asked to add (KIP-966; the HWM waits for
+        them: ``controller.advance_hwm``, mutation switch ``Rules.hwm_waits_for_maximal_isr``)."""
         isr = list(self.part.isr)
-        if self.pending_alter is not None:
+        if self.pending_alter is not None and self.profile.rules.hwm_waits_for_maximal_isr:
             isr += [b for b in self.pending_alter.isr if b not in isr]
         return isr
 
@@ -296,6 +316,7 @@ class ModelCluster:
 
     def apply(self, action: Action) -> Result:
         result = self._do(action)
+        self._note_change()
         self.settle()
         if isinstance(result, ProduceOutcome):
             self._finish_produce()
@@ -504,7 +525,7 @@ class ModelCluster:
         if leader is None or not self.brokers[leader].running or leader in self.fenced:
             error = "NOT_LEADER_OR_FOLLOWER"
         else:
-            error = controller.produce_rejection(action.acks, self.part.isr, self.eff_min_isr)
+            error = controller.produce_rejection(action.acks, self.part.isr, self.eff_min_isr, self.profile.rules)
         if error is not None:
             outcome.failed[error] = action.count
             for send in sends:
@@ -543,6 +564,8 @@ class ModelCluster:
                 else:
                     self._complete(req, None)
                     self.acked.extend(req.records)
+                    holders = sum(self.logs[r].log[req.first_offset : end] == req.records for r in self.replicas)
+                    self.acks.append((req.records[0].value, holders, self.seed_min_isr))
             else:
                 still.append(req)
         self.pending_produce = still
@@ -564,12 +587,22 @@ class ModelCluster:
         for _ in range(MAX_SETTLE_ROUNDS):
             before = self.fingerprint()
             self._controller_round()
+            self._note_change()
             self._replication_round()
+            leader, hwm = self.part.leader, self.hwm()
             self._leader_round()
+            if leader is not None and self.part.leader == leader and (self.hwm() or 0) > (hwm or 0):
+                self.hwm_moves.append((hwm or 0, self.hwm() or 0, len(self.part.isr), self.seed_min_isr))
             self._finish_produce()
             if self.fingerprint() == before:
                 return
         raise ModelError("the model did not settle (livelock in the rules)")
+
+    def _note_change(self) -> None:
+        now = self.part.view()
+        if now != self._seen:
+            self.changes.append((self._seen, now))
+            self._seen = now
 
     def fingerprint(self) -> tuple[object, ...]:
         p = self.part
@@ -638,6 +671,9 @@ class ModelCluster:
                 else:
                     joined = {b for b, _ in req.new_isr if b not in before}
                     self.unclean_restarted -= joined  # caught up: the leader let it in
+                    lead = self.logs[req.leader]
+                    self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log[: lead.hwm]), lead.hwm)
+                                       for b in sorted(joined)]
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log

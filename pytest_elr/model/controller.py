@@ -90,11 +90,13 @@ def fence(part: PartitionRecord, broker: int, ctx: ControllerContext) -> None:
     so the election passes it over.
 
     KIP-966, "Controller behaviors" 2: "The replica gets fenced. When it happens, the controller
-    will trigger the ELR update with the new updated ISR."
+    will trigger the ELR update with the new updated ISR." "ISR invariants": "The proposal maintains
+    the behavior of removing a replica out of ISR if it is lagging from the ISR or it is fenced by
+    the controller."
 
-    Mutation switch: none.
+    Mutation switch: ``Rules.fenced_leave_isr`` (off: a fenced follower stays in the ISR).
     """
-    if broker in part.isr:
+    if broker in part.isr and (ctx.profile.rules.fenced_leave_isr or part.leader == broker):
         propose_isr(part, [b for b in part.isr if b != broker], ctx)
     elif part.leader == broker:
         maybe_elect(part, ctx)
@@ -330,9 +332,11 @@ def extend_elr_under_min_isr(part: PartitionRecord, proposed: list[int], ctx: Co
     min ISR, the controller will a. retain the current members of the ELR. b. add (the current ISR
     - the proposed ISR) to ELR. c. remove the duplicate member in both ISR and ELR from ELR."
 
-    Mutation switch: none.
+    Mutation switch: ``Rules.elr_only_from_isr`` (off: every replica outside the proposed ISR
+    joins, also one that left the ISR while it met min ISR and is not complete, Case F).
     """
-    elr = set(part.elr) | (set(part.isr) - set(proposed))
+    leaving = set(part.isr) if ctx.profile.rules.elr_only_from_isr else set(part.replicas)
+    elr = set(part.elr) | (leaving - set(proposed))
     part.elr = part.ordered(elr - set(proposed))
     if ctx.profile.last_known is LastKnown.ELR_SET:
         part.last_known_elr = part.ordered(set(part.last_known_elr) - set(proposed) - elr)
@@ -382,7 +386,10 @@ def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
     Profiles: ``kafka`` empties LastKnownElr once there is a leader, as Kafka 4.x does; KIP-966,
     "Other behaviors" 7c: "It will be cleaned when a new leader is elected."
 
-    Mutation switch: none (``choose_leader`` and ``electable`` decide who).
+    Mutation switches: ``Rules.unclean_election_recovers`` (off: an unclean election leaves the
+    partition as if clean -- design notes 5.3.1: "the controller must report all unclean recoveries
+    as potential data loss events"), ``Rules.elr_leader_becomes_isr`` (off: a leader elected from
+    the ELR is not added to the ISR). ``choose_leader`` and ``electable`` decide who.
     """
     current = part.leader
     if current is not None and current in part.isr and ctx.is_unfenced(current):
@@ -398,11 +405,11 @@ def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
         part.isr = [leader]
         part.elr = []
         part.last_known_elr = []
-        part.recovering = True
+        part.recovering = ctx.profile.rules.unclean_election_recovers
         if ctx.unclean_election:
             ctx.chosen_unclean_elections += 1
     elif leader in part.elr:
-        part.isr = [leader]
+        part.isr = [leader] if ctx.profile.rules.elr_leader_becomes_isr else part.isr
         part.elr = [b for b in part.elr if b != leader]
         clear_elr_after_election(part, ctx)
     if ctx.profile.last_known is LastKnown.LAST_LEADER:
@@ -558,7 +565,7 @@ def unclean_recovery(part: PartitionRecord, ctx: ControllerContext) -> int | Non
 # --- 4. the leader's rules on the controller's ISR -------------------------------------------
 
 
-def produce_rejection(acks: str, isr: list[int], min_isr: int) -> str | None:
+def produce_rejection(acks: str, isr: list[int], min_isr: int, rules: Rules) -> str | None:
     """An acks=all request is refused up front while the ISR is under min ISR; acks=0/1 are
     taken whatever the ISR (acks=1 is answered at the leader's append). The check repeated after
     the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND) is in ``ModelCluster._finish_produce``.
@@ -567,9 +574,9 @@ def produce_rejection(acks: str, isr: list[int], min_isr: int) -> str | None:
     ack=all requests due to not enough replicas to meet the min ISR, but it accepts the ack=0/1
     requests."
 
-    Mutation switch: none.
+    Mutation switch: ``Rules.acks_all_refused_under_min_isr`` (off: refused only after the append).
     """
-    if acks == "all" and len(isr) < min_isr:
+    if acks == "all" and len(isr) < min_isr and rules.acks_all_refused_under_min_isr:
         return "NOT_ENOUGH_REPLICAS"
     return None
 
@@ -612,7 +619,8 @@ def advance_hwm(hwm: int, maximal_isr_ends: list[int]) -> int:
     KIP-966, "Additional High Watermark advancement requirement": "If maximal ISR > ISR, the
     message should be replicated to the maximal ISR before covering the message under HWM."
 
-    Mutation switch: none.
+    Mutation switch: ``Rules.hwm_waits_for_maximal_isr``, in ``ModelCluster.maximal_isr`` which
+    gathers the ends (off: the committed ISR only).
     """
     return max(hwm, min(maximal_isr_ends))
 

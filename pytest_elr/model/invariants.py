@@ -7,6 +7,8 @@ relied on (leader, ISR, ELR) shut down uncleanly: that is the tolerance KIP-966 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pytest_elr.model.cluster import ModelCluster
@@ -36,6 +38,34 @@ class Violation:
         return f"invariant {self.invariant} broken: {self.detail}"
 
 
+#: every invariant ``check`` knows, in the order it checks them (tests/test_invariants_fire.py
+#: plants a violation of each and fails on a name it has no test for)
+INVARIANTS: tuple[str, ...] = (
+    "elr_disjoint_from_isr", "elr_empty_at_min_isr", "no_elr_without_feature", "isr_plus_elr_at_min_isr",
+    "leader_unfenced", "no_stale_epoch_in_isr", "elr_from_isr", "unclean_election_recovers",
+    "unclean_exclusion", "isr_unfenced", "leader_in_isr", "registering_broker_out_of_isr", "isr_joins_hold_hwm",
+    "hwm_only_at_min_isr", "acked_on_min_isr", "leader_completeness", "candidates_hold_hwm", "log_matching",
+    "hwm_monotonic", "no_acked_loss", "last_known_elr_quorum",
+)
+
+_silenced: set[str] = set()
+
+
+@contextmanager
+def silenced(*names: str) -> Iterator[None]:
+    """Switch the named invariants off for the block: how the mutation check proves which
+    invariant kills a mutant (``schedule/mutants.py``)."""
+    unknown = set(names) - set(INVARIANTS)
+    if unknown:
+        raise KeyError(f"unknown invariants {sorted(unknown)}")
+    added = set(names) - _silenced
+    _silenced.update(added)
+    try:
+        yield
+    finally:
+        _silenced.difference_update(added)
+
+
 def within_tolerance(m: ModelCluster) -> bool:
     return m.within_tolerance()
 
@@ -51,6 +81,8 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     )
 
     def fail(name: str, why: str) -> None:
+        if name in _silenced:
+            return
         found.append(Violation(name, f"{why} (state: {state})"))
 
     # Structural rules of the ELR, whatever was lost.
@@ -73,6 +105,22 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     # KIP-903 "Proposed Design": "A replica with a stale broker epoch is not eligible to join the ISR".
     if m.stale_in_isr:
         fail("no_stale_epoch_in_isr", f"{sorted(m.stale_in_isr)} joined the ISR with a stale broker epoch")
+    for before, after in m.changes:
+        # KIP-966 ELR update rule 2: "b. add (the current ISR - the proposed ISR) to ELR" -- the
+        # ELR's only source; rule 1 empties it at min ISR.
+        joined = set(after.elr) - set(before.elr) - set(before.isr)
+        if joined:
+            fail("elr_from_isr", f"{sorted(joined)} joined the ELR {list(after.elr)} from outside the ISR "
+                                 f"{list(before.isr)}")
+        # Design notes 5.3.1: "the controller must report all unclean recoveries as potential data
+        # loss events" -- the RECOVERING state (KIP-966 "Unclean recovery" elects from ISR, then
+        # ELR, cleanly; anything else is unclean). Its contrapositive is "a clean election picks
+        # from ISR + ELR only".
+        elected = after.leader is not None and after.leader_epoch != before.leader_epoch
+        if elected and after.leader not in set(before.isr) | set(before.elr) and not after.recovering:
+            fail("unclean_election_recovers",
+                 f"leader {after.leader} elected from outside ISR {list(before.isr)} + ELR "
+                 f"{list(before.elr)} without RECOVERING")
     # Design notes 5.1.2, Unclean Exclusion: "A replica that has restarted after an unclean shutdown
     # must be excluded from leadership, the ISR and ELR until it has provably caught-up to the
     # leader." (Pre-ELR Kafka does not have the property: it re-elects its last ISR member.)
@@ -81,6 +129,42 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
         if suspect:
             fail("unclean_exclusion", f"{sorted(suspect)} restarted uncleanly and is leader, ISR or ELR "
                                       "without having caught up")
+
+    # KIP-966 "ISR invariants": "The proposal maintains the behavior of removing a replica out of
+    # ISR if it is lagging from the ISR or it is fenced by the controller." (Pre-ELR Kafka keeps its
+    # last ISR member however fenced: ``keep_last_isr_member``.)
+    if m.profile.elr and set(part.isr) & m.fenced:
+        fail("isr_unfenced", f"ISR members {sorted(set(part.isr) & m.fenced)} are fenced")
+    # KIP-966 "ISR invariants": "the controller ensures data safety by selecting any broker within
+    # the ISR as the leader"; "Controller behaviors" 3: "elected as leader, added to ISR".
+    if part.leader is not None and part.leader not in part.isr:
+        fail("leader_in_isr", f"leader {part.leader} is not in the ISR")
+    # KIP-966 "Controller behaviors" 4: "During the broker registration, if the broker had an
+    # unclean shutdown, the controller will remove the broker from ISR and ELR before persisting the
+    # registration record." A broker not registered yet was fenced when it went away (cleanly:
+    # controlled shutdown; or not: its session expired), so it already left leadership and the ISR.
+    registering = {b for b, broker in m.brokers.items() if not broker.registered}
+    if m.profile.elr and registering & (set(part.isr) | {part.leader}):
+        fail("registering_broker_out_of_isr",
+             f"{sorted(registering & (set(part.isr) | {part.leader}))} lead or sit in the ISR before registering")
+    # KIP-966 "Additional High Watermark advancement requirement": "If maximal ISR > ISR, the message
+    # should be replicated to the maximal ISR before covering the message under HWM" -- so a replica
+    # the controller adds to the ISR already holds everything below the leader's HWM.
+    for broker, held, hwm in m.isr_joins:
+        if held < hwm:
+            fail("isr_joins_hold_hwm", f"broker {broker} joined the ISR holding {held} of the {hwm} records "
+                                       "below the HWM")
+    # KIP-966 "Additional High Watermark advancement requirement": "High Watermark can only advance
+    # if the ISR size is larger or equal to min.insync.replicas" (the ISR persisted by the controller).
+    for start, end, isr_size, min_isr in m.hwm_moves:
+        if isr_size < min_isr:
+            fail("hwm_only_at_min_isr", f"HWM moved {start} -> {end} with an ISR of {isr_size} < min ISR {min_isr}")
+    # KIP-966 "Additional High Watermark advancement requirement": "the server will reject the ack=all
+    # requests due to not enough replicas to meet the min ISR"; "ISR invariants": "the leader will
+    # commit to the request only when the message has been replicated to the entire ISR".
+    for value, holders, min_isr in m.acks:
+        if holders < min_isr:
+            fail("acked_on_min_isr", f"acks=all record {value} acknowledged with {holders} < min ISR {min_isr} copies")
 
     if not within_tolerance(m):
         return found

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_elr.actions import Action, Crash, Cut, PowerOff, Produce, Restart, Slow
-from pytest_elr.core.nodes import isolation_links
+from pytest_elr.actions import Action, Cut, Heal, PowerOff, Produce, Restart, Slow
+from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.model.alternatives import outcomes
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.controller import ControllerContext, maybe_elect
+from pytest_elr.model.ledger import LossLedger
 from pytest_elr.model.profiles import Rules, get_profile, replace_rules
 from pytest_elr.model.state import PartitionRecord
 
@@ -35,6 +36,12 @@ MUTANTS: dict[str, Rules] = {
     "tolerance-counts-crashes": Rules(crash_is_lossless=False),
     "tolerance-never-resets": Rules(ledger_resets_on_catch_up=False),
     "lagging-followers-leave-together": Rules(lagging_leave_in_any_order=False),
+    "hwm-ignores-maximal-isr": Rules(hwm_waits_for_maximal_isr=False),
+    "fenced-follower-kept-in-isr": Rules(fenced_leave_isr=False),
+    "elr-takes-every-outsider": Rules(elr_only_from_isr=False),
+    "elr-leader-not-in-isr": Rules(elr_leader_becomes_isr=False),
+    "unclean-election-not-recovering": Rules(unclean_election_recovers=False),
+    "acks-all-taken-under-min-isr": Rules(acks_all_refused_under_min_isr=False),
 }
 
 BROKERS = (0, 1, 2)
@@ -100,13 +107,37 @@ def _tolerance_counts_what_the_recovery_allows(rules: Rules) -> bool:
     ("when we only have min ISR - 1 unclean shutdowns"), which is all a release without unclean
     recovery can promise (kafka): beyond it."""
     within = {}
-    for profile in ("kip966", "kafka"):
-        model = ModelCluster(BROKERS, list(BROKERS), 2, replace_rules(get_profile(profile), rules))
-        model.apply(Produce(count=3))
-        model.apply(Crash(broker=1))
-        model.apply(Crash(broker=2))
-        within[profile] = model.within_tolerance()
+    for name in ("kip966", "kafka"):
+        ledger = LossLedger()  # the rule alone: which replicas the protocol relied on is not asked here
+        for broker in (1, 2):
+            ledger.shutdown(broker, lossy=False, relied_on={0, 1, 2},
+                            counts_crashes=get_profile(name).tolerance_counts_crashes,
+                            crash_is_lossless=rules.crash_is_lossless)
+        within[name] = ledger.within(2)
     return within == {"kip966": True, "kafka": False}
+
+
+def pending_member_cut_off(rules: Rules) -> ModelCluster:
+    """KIP-903's T0-T1 (scenarios/kip903_stale_broker_epoch.elr.yaml) on brokers 0, 1 with min ISR 1:
+    follower 1 caught up and the leader's AlterPartition adding it is held on its way to the
+    controller; 1 is cut off again and 5 more records are appended. The maximal ISR is [0, 1]."""
+    pair = (0, 1)
+    m = ModelCluster(pair, list(pair), 1, replace_rules(get_profile("kip966"), rules))
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=isolation_links(1, "brokers", pair)))
+    m.apply(Slow(links=((0, CONTROLLER),)))
+    m.apply(Heal(links=isolation_links(1, "brokers", pair)))
+    m.apply(Cut(links=isolation_links(1, "brokers", pair)))
+    m.apply(Produce(count=5, acks="1"))
+    return m
+
+
+def _hwm_waits_for_the_maximal_isr(rules: Rules) -> bool:
+    """KIP-966 "Additional High Watermark advancement requirement": "If maximal ISR > ISR, the
+    message should be replicated to the maximal ISR before covering the message under HWM." The
+    committed ISR [0] meets min ISR 1, but the HWM waits for 1, the pending member, at 5."""
+    m = pending_member_cut_off(rules)
+    return m.part.isr == [0] and m.pending_alter is not None and m.hwm() == 5
 
 
 #: rule checks: name -> whether the rules give the seeds' answer
@@ -115,4 +146,5 @@ RULE_CHECKS: dict[str, Callable[[Rules], bool]] = {
     "design notes 5.2.1 Case F: lagging followers leave on their own": _lagging_followers_leave_on_their_own,
     "design notes 5.1.2 / KIP-966 Motivation: the tolerance counts lossy or unclean shutdowns":
         _tolerance_counts_what_the_recovery_allows,
+    "KIP-966 HWM waits for the maximal ISR": _hwm_waits_for_the_maximal_isr,
 }

@@ -53,6 +53,12 @@ class Rules:
     crash_is_lossless: bool = True  # ledger.LossLedger.shutdown: a crash does not enter the loss ledger
     ledger_resets_on_catch_up: bool = True  # ledger.LossLedger.caught_up: a replica that caught up leaves it
     lagging_leave_in_any_order: bool = True  # lagging_leave: followers lagging at once may leave in any order
+    hwm_waits_for_maximal_isr: bool = True  # advance_hwm (ModelCluster.maximal_isr): pending members count
+    fenced_leave_isr: bool = True  # fence: a fenced broker leaves the ISR
+    elr_only_from_isr: bool = True  # extend_elr_under_min_isr: only replicas leaving the ISR join the ELR
+    elr_leader_becomes_isr: bool = True  # maybe_elect: a leader elected from the ELR is the new ISR
+    unclean_election_recovers: bool = True  # maybe_elect: an unclean election marks the partition RECOVERING
+    acks_all_refused_under_min_isr: bool = True  # produce_rejection: acks=all refused before the append
 
 
 @dataclass(frozen=True)

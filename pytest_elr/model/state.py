@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,16 @@ class Broker:
     known_leader_epoch: int = 0
 
 
+class PartitionView(NamedTuple):
+    """The parts of the partition record the invariants of its history compare, before and after."""
+
+    leader: int | None
+    leader_epoch: int
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    recovering: bool
+
+
 @dataclass
 class PartitionRecord:
     """What the controller stores for the partition (PartitionRecord + PartitionChangeRecords)."""
@@ -54,6 +65,9 @@ class PartitionRecord:
     elr: list[int] = field(default_factory=list)
     last_known_elr: list[int] = field(default_factory=list)
     recovering: bool = False  # LeaderRecoveryState=RECOVERING after an unclean election
+
+    def view(self) -> PartitionView:
+        return PartitionView(self.leader, self.leader_epoch, tuple(self.isr), tuple(self.elr), self.recovering)
 
     def ordered(self, members: set[int] | list[int]) -> list[int]:
         """Members in replica-assignment order (how Kafka lists them and elects)."""
