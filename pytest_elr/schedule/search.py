@@ -64,6 +64,8 @@ NOT_DRAWN: dict[str, str] = {
     # planted defect went unfound in 40 schedules); to do: draw it without disturbing those.
     "hold_dir_assignments": "bites only on a replace_disk; drawing it shifted the derandomized "
                             "schedules the explore tests rely on (docs/model.md, 'The property search')",
+    "set_cluster_min_isr": "the topic's own min ISR overrides it: under kip966 it changes nothing; its kafka "
+                           "rule is staged by scenarios/min_isr_change_cluster_level.elr.yaml",
 }
 
 
