@@ -470,6 +470,22 @@ class SetMinIsr(Action):
 
 
 @dataclass(frozen=True)
+class SetClusterMinIsr(Action):
+    """Change the cluster-wide default ``min.insync.replicas`` (a dynamic broker config with no
+    broker named); the topic's own value still overrides it."""
+
+    value: int
+    kind: ClassVar[str] = "set_cluster_min_isr"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(value=r.integer(arg, what, minimum=1, maximum=MAX_MIN_ISR))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"set_cluster_min_isr": self.value}]
+
+
+@dataclass(frozen=True)
 class UncleanElection(Action):
     """Set the topic's ``unclean.leader.election.enable`` and ask the controller for an election:
     the runbook of a partition left without an eligible leader (availability, at the price of what
@@ -505,6 +521,7 @@ class Wait(Action):
 __all__ = [
     "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal", "HoldDirAssignments",
     "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume",
-    "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait", "action_forms", "action_from_event", "unhandled",
+    "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait", "action_forms",
+    "action_from_event", "unhandled",
 ]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_elr.backends.model import ModelBackend
-from pytest_elr.model.controller import ControllerContext, change_min_isr
+from pytest_elr.model.controller import ControllerContext, change_cluster_min_isr, change_min_isr
 from pytest_elr.model.profiles import get_profile
 from pytest_elr.model.state import PartitionRecord
 from pytest_elr.report import build_report
@@ -36,6 +36,25 @@ def test_a_min_isr_change_departs_only_where_the_kip_keeps_the_elr(profile: str,
     change_min_isr(part, 2 if isr_meets_new_min else 3, ctx)
     assert ("change_min_isr" in ctx.departures) is departs
     assert not part.elr or not departs
+
+
+@pytest.mark.parametrize(("profile", "departs"), [("kafka", True), ("kip966", False), ("legacy", False)])
+def test_a_cluster_min_isr_update_departs_on_kafka_only(profile: str, departs: bool) -> None:
+    """The topic's own min ISR overrides the cluster-wide one: the KIP keeps the ELR."""
+    part, ctx = _ctx(profile, isr_size_ok=False)
+    change_cluster_min_isr(part, 2, ctx)
+    assert ("change_cluster_min_isr" in ctx.departures) is departs
+    assert part.elr == ([] if departs else [2])
+
+
+def test_the_cluster_level_scenario_says_kafka_departs_on_kafka_only() -> None:
+    scenario = load_scenario(SCENARIOS / "min_isr_change_cluster_level.elr.yaml")
+    kafka = run_scenario(scenario, ModelBackend(), "kafka")
+    assert kafka.passed, kafka.message
+    assert "change_cluster_min_isr" in [d["rule"] for d in kafka.departures]
+    kip = run_scenario(scenario, ModelBackend(), "kip966")
+    assert kip.passed, kip.message
+    assert "change_cluster_min_isr" not in [d["rule"] for d in kip.departures]
 
 
 def test_a_departure_is_named_in_the_result_history_and_report(tmp_path: Path) -> None:

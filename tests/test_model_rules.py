@@ -12,6 +12,7 @@ from pytest_elr.actions import (
     Produce,
     ReplaceDisk,
     Restart,
+    SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
 )
@@ -123,6 +124,43 @@ def test_kafka_clears_the_elr_on_a_change_of_min_isr_not_on_the_same_value() -> 
         assert m.part.elr == [2], profile
         m.apply(SetMinIsr(value=3))
         assert m.part.elr == after_raise, profile
+
+
+def test_cluster_min_isr_update_clears_every_elr_only_on_kafka() -> None:
+    """The topic's own min ISR overrides the cluster-wide one: under the KIP nothing happens; Kafka
+    4.0.2 and 4.4.0 clear ELR and LastKnownElr at every update, the same value too
+    (scenarios/min_isr_change_cluster_level.elr.yaml)."""
+    for profile, after in (("kafka", []), ("kip966", [2])):
+        m = cluster(profile)
+        isolate(m, 1)
+        isolate(m, 2, "brokers")
+        assert (m.part.isr, m.part.elr) == ([0], [2]), profile
+        epoch = m.part.partition_epoch
+        m.apply(SetClusterMinIsr(value=1))  # the value the cluster has: Kafka clears all the same
+        assert m.part.elr == after, profile
+        assert m.eff_min_isr == 2 and m.part.isr == [0], profile  # the topic's min ISR is untouched
+        assert (m.part.partition_epoch > epoch) is (profile == "kafka"), profile
+
+
+def test_cluster_min_isr_update_empties_last_known_elr_of_a_leaderless_partition_on_kafka() -> None:
+    m = cluster("kafka")
+    m.apply(Crash(broker=0))
+    m.apply(Crash(broker=1))
+    m.apply(Cut(links=((2, CONTROLLER),)))
+    assert (m.part.leader, m.part.elr, m.part.last_known_elr) == (None, [1, 2], [2])
+    m.apply(SetClusterMinIsr(value=3))
+    assert (m.part.elr, m.part.last_known_elr) == ([], [])
+    m.apply(Heal(links=None))
+    assert m.part.leader is None  # broker 2 is back, unfenced, but no longer eligible
+
+
+def test_cluster_min_isr_update_changes_nothing_on_legacy() -> None:
+    m = cluster("legacy")
+    isolate(m, 1)
+    isolate(m, 2)
+    before = (m.part.leader, list(m.part.isr), m.part.partition_epoch)
+    m.apply(SetClusterMinIsr(value=3))
+    assert (m.part.leader, m.part.isr, m.part.partition_epoch) == before
 
 
 def test_held_heartbeats_keep_a_restarted_last_leader_registered_and_fenced() -> None:

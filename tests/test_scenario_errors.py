@@ -80,6 +80,10 @@ CASES = {
     "action typo": (GOOD.replace("isolate: 0", "isolat: 0"), 5, "did you mean 'isolate'"),
     "no replicas": (GOOD.replace("replicas: [0, 1, 2]", "replicas: []"), 2, "expected at least one replica"),
     "hwm typo": (GOOD.replace("leader: 1", "hwm: frozn"), 6, "did you mean 'frozen'"),
+    "cluster min isr zero": (GOOD.replace("isolate: 0", "set_cluster_min_isr: 0"), 5, "expected a number from 1 to 99"),
+    "cluster min isr too large": (GOOD.replace("isolate: 0", "set_cluster_min_isr: 100"), 5, "expected a number from 1 to 99"),
+    "cluster min isr not a number": (GOOD.replace("isolate: 0", "set_cluster_min_isr: all"), 5, "expected a whole number"),
+    "cluster min isr typo": (GOOD.replace("isolate: 0", "set_cluster_min_ist: 2"), 5, "did you mean 'set_cluster_min_isr'"),
 }
 
 

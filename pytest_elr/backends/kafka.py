@@ -41,6 +41,7 @@ from pytest_elr.actions import (
     ReplaceDisk,
     Restart,
     Resume,
+    SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
     Slow,
@@ -115,6 +116,9 @@ class KafkaBackend(Backend):
         self.session_timeout_ms = self.default_session_timeout_ms
         self._controllers: list[int] = []
         self._powered_off: set[int] = set()
+        #: a run set the cluster-wide min ISR: set back at close to the value the cluster started
+        #: with, for the next run on the pooled cluster
+        self._cluster_min_isr_set = False
         self._workload: BackgroundProducer | None = None
         # LeaderRecoveryState last read, and the partition state it was read for
         self._recovery_read: tuple[tuple[object, ...], bool | None] | None = None
@@ -168,6 +172,9 @@ class KafkaBackend(Backend):
                 cluster, self.cluster = self.cluster, None
                 try:  # back to health for the next scenario of the same shape
                     self.faults.heal_everything()
+                    if self._cluster_min_isr_set:  # Kafka refuses to remove it while ELR is on
+                        self.client.set_cluster_min_insync_replicas(cluster.topology.min_insync_replicas)
+                        self._cluster_min_isr_set = False
                 except Exception:
                     self.pool.evict(cluster)
                     raise
@@ -270,6 +277,12 @@ class KafkaBackend(Backend):
     @_do.register
     def _(self, action: SetMinIsr) -> Result:
         self.client.set_min_insync_replicas(self.topic, action.value)
+        return None
+
+    @_do.register
+    def _(self, action: SetClusterMinIsr) -> Result:
+        self._cluster_min_isr_set = True
+        self.client.set_cluster_min_insync_replicas(action.value)
         return None
 
     @_do.register

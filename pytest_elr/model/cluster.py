@@ -25,6 +25,7 @@ from pytest_elr.actions import (
     ReplaceDisk,
     Restart,
     Resume,
+    SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
     Slow,
@@ -428,6 +429,14 @@ class ModelCluster:
             self.hwm_waits_since = self.part.partition_epoch
         if had - set(self.part.elr):
             self.quorum_shrunk_by = f"min ISR set to {action.value} cleared the ELR"
+        return None
+
+    @_do.register
+    def _(self, action: SetClusterMinIsr) -> Result:
+        had = set(self.part.elr)
+        controller.change_cluster_min_isr(self.part, action.value, self.ctx)
+        if had - set(self.part.elr):
+            self.quorum_shrunk_by = f"cluster-wide min ISR set to {action.value} cleared the ELR"
         return None
 
     @_do.register

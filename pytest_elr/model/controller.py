@@ -5,8 +5,8 @@ it implements. Read top to bottom, the module follows the order in which the mod
 2. The events, in the order ``ModelCluster._controller_round`` handles them in a settle round:
    ``fence`` -> ``register_unclean`` -> ``reassign_directory`` -> ``unfence`` -> ``alter_partition``
    (a held directory assignment lands as ``reassign_directory`` too, once healed)
-   (``reject_alter_partition`` first); then ``change_min_isr``, which its action calls directly
-   (as a clean shutdown calls ``fence``).
+   (``reject_alter_partition`` first); then ``change_min_isr`` and ``change_cluster_min_isr``,
+   which their actions call directly (as a clean shutdown calls ``fence``).
 3. The partition change an ISR change builds, step by step like Kafka's
    ``PartitionChangeBuilder.build()``: ``propose_isr`` -> ``keep_last_isr_member`` (legacy) or
    ``clear_elr_at_min_isr`` / ``extend_elr_under_min_isr`` -> ``bump`` -> ``maybe_elect`` ->
@@ -246,6 +246,32 @@ def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerConte
     if clears and (part.elr or part.last_known_elr):
         if not kip_clears:
             ctx.depart("change_min_isr")
+        part.elr = []
+        part.last_known_elr = []
+        bump(part, leader_change=False)
+
+
+def change_cluster_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerContext) -> None:
+    """The cluster-wide default min.insync.replicas changed. The topic's own value overrides it, so
+    its effective min ISR is what it was: under the KIP nothing happens (the ELR is already empty
+    whenever the ISR meets that min ISR).
+
+    KIP-966, "Other behaviors" 2: "When updating the config min.insync.replicas, if the new min ISR
+    <= current ISR, the ELR will be removed."
+
+    Profiles: ``kafka`` clears ELR and LastKnownElr of every partition of every topic at every update
+    of the cluster-wide value, even to the value it already has, the topic's own value
+    notwithstanding: each update writes a ConfigRecord and a ClearElrRecord with no topic name --
+    measured on Kafka 4.0.2 and 4.4.0 (``Profile.kip_differences``; scenario
+    ``min_isr_change_cluster_level``): a leaderless partition loses its eligible replicas and only
+    an unclean election brings it back. ``legacy`` has no ELR.
+
+    Mutation switch: none.
+    """
+    if ctx.profile.last_known is not LastKnown.LAST_LEADER:
+        return  # kip966: the topic's min ISR did not change; legacy: no ELR
+    if part.elr or part.last_known_elr:
+        ctx.depart("change_cluster_min_isr")
         part.elr = []
         part.last_known_elr = []
         bump(part, leader_change=False)

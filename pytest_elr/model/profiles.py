@@ -134,6 +134,15 @@ PROFILES: dict[str, Profile] = {
                 summary="min ISR change clears ELR",
             ),
             Deviation(
+                "change_cluster_min_isr",
+                "every update of the cluster-wide min.insync.replicas, even to the value it has, clears ELR "
+                "and LastKnownElr of every topic (a ConfigRecord and a ClearElrRecord with no topic name), "
+                "even of a topic whose own value overrides it; under KIP-966 'Other behaviors' 2 that "
+                "topic's min ISR did not change: nothing happens",
+                "measured on Kafka 4.0.2 and 4.4.0: scenarios/min_isr_change_cluster_level.elr.yaml",
+                summary="cluster-wide min ISR change clears every ELR",
+            ),
+            Deviation(
                 "record_last_known_leader",
                 "LastKnownElr holds only the last leader, elected uncleanly once unfenced; no "
                 "unclean recovery (no log inspection)",

@@ -65,6 +65,8 @@ KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy",
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
+    "set_cluster_min_isr": "the topic's own min ISR overrides it: under kip966 it changes nothing; its kafka "
+                           "rule is staged by scenarios/min_isr_change_cluster_level.elr.yaml",
 }
 
 

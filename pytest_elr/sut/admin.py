@@ -12,7 +12,8 @@ Requests used (all flexible versions):
 request                key   version  what for
 =====================  ====  =======  ==========================================
 CreateTopics           19    7        explicit replica assignment + topic configs
-IncrementalAlterConfigs 44   1        change a topic's ``min.insync.replicas``
+IncrementalAlterConfigs 44   1        change a topic's ``min.insync.replicas``, or the
+                                      cluster default's (resource BROKER, name "")
 DescribeCluster        60    2        ``IncludeFencedBrokers`` -> ``IsFenced`` (KIP-1073)
 DescribeTopicPartitions 75   0        leader, epoch, ISR, ELR, LastKnownELR (KIP-966)
 ListOffsets            2     6        ReplicaId=-1: leader's HWM; ReplicaId=-2 (debug):
@@ -227,12 +228,23 @@ def create_topic(host: str, port: int, name: str, assignment: Mapping[int, Seque
         raise errors[0]
 
 
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # ConfigResource types
+CLUSTER_DEFAULT = ""  # a BROKER resource with no name: the cluster-wide default
+
+
 def alter_topic_config(host: str, port: int, topic: str, configs: Mapping[str, str | None]) -> None:
     """IncrementalAlterConfigs v1: SET (value) or DELETE (None) topic configs."""
+    alter_configs(host, port, TOPIC_RESOURCE, topic, configs)
+
+
+def alter_configs(host: str, port: int, resource_type: int, name: str, configs: Mapping[str, str | None]) -> None:
+    """IncrementalAlterConfigs v1 on one resource: SET (value) or DELETE (None) its configs
+    (``BROKER_RESOURCE`` with ``CLUSTER_DEFAULT``: the dynamic cluster-wide default)."""
     body = Writer()
+    what = f"alter config of {name}" if name else "alter cluster-wide config"
 
     def resource(w: Writer, _: object) -> None:
-        w.int8(2).compact_string(topic)  # 2 = TOPIC
+        w.int8(resource_type).compact_string(name)
         w.compact_array(sorted(configs.items()), lambda w2, kv: w2.compact_string(kv[0]).int8(
             0 if kv[1] is not None else 1).compact_string(kv[1]).tags())
         w.tags()
@@ -248,7 +260,7 @@ def alter_topic_config(host: str, port: int, topic: str, configs: Mapping[str, s
         r.compact_string()
         r.tags()
         if code:
-            errors.append(_err(code, f"alter config of {topic}", msg))
+            errors.append(_err(code, what, msg))
 
     r.compact_array(resp)
     if errors:

@@ -91,6 +91,12 @@ class ClusterClient:
         self._ask(lambda port: admin.alter_topic_config(
             HOST, port, topic, {"min.insync.replicas": None if value is None else str(value)}))
 
+    def set_cluster_min_insync_replicas(self, value: int | None) -> None:
+        """The dynamic cluster-wide default (None: back to the controllers' static value)."""
+        self._ask(lambda port: admin.alter_configs(
+            HOST, port, admin.BROKER_RESOURCE, admin.CLUSTER_DEFAULT,
+            {"min.insync.replicas": None if value is None else str(value)}))
+
     def produce(self, topic: str, values: Sequence[bytes], partition: int = 0,
                 acks: int = -1, timeout_ms: int = 10000) -> int:
         """Append records via the partition's current leader; returns the base offset."""
