@@ -18,6 +18,7 @@ faults (:mod:`pytest_elr.faults`) or the cluster's client (:mod:`pytest_elr.sut.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
@@ -122,6 +123,7 @@ class KafkaBackend(Backend):
         self._workload: BackgroundProducer | None = None
         # LeaderRecoveryState last read, and the partition state it was read for
         self._recovery_read: tuple[tuple[object, ...], bool | None] | None = None
+        self._started_at = time.monotonic()
 
     @classmethod
     def new_session(cls) -> ClusterPool[Any]:
@@ -139,9 +141,14 @@ class KafkaBackend(Backend):
             raise BackendError(f"the kafka backend cannot run profile {profile!r}")
         self.history = history
         self.session_timeout_ms = cluster.session_timeout_ms or self.default_session_timeout_ms
+        instrumentation = self._instrumentation()
         shape = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
-                 self.session_timeout_ms)
-        self.cluster = self.pool.acquire(shape, lambda: self._new_cluster(cluster, elr=profile == "kafka"))
+                 self.session_timeout_ms, instrumentation.key if instrumentation else None)
+        self.cluster = self.pool.acquire(
+            shape, lambda: self._new_cluster(cluster, elr=profile == "kafka", instrumentation=instrumentation))
+        # Coverage (when on) is collected per run: this run's lines go to its own directory.
+        self.cluster.coverage_run = str(history.meta["run_id"])
+        self._started_at = time.monotonic()
         self.client = ClusterClient(self.cluster)
         self.faults = Faults(self.cluster)
         self._controllers = self.cluster.controller_ids
@@ -153,7 +160,17 @@ class KafkaBackend(Backend):
         self.client.await_partition(self.topic, lambda p: set(p.isr) == set(topic.replicas),
                                     via=OBSERVER_ID, timeout_s=30)
 
-    def _new_cluster(self, cluster: ClusterSpec, elr: bool) -> Any:
+    @staticmethod
+    def _instrumentation() -> Any:
+        """The Java agents the environment asks for (coverage, a planted mutant: sut.instrument)."""
+        from pytest_elr.sut.instrument import Instrumentation
+
+        try:
+            return Instrumentation.from_env()
+        except ValueError as exc:
+            raise BackendError(str(exc)) from None
+
+    def _new_cluster(self, cluster: ClusterSpec, elr: bool, instrumentation: Any = None) -> Any:
         from pytest_elr.sut.cluster import KafkaCluster  # here: it imports Docker's and testcontainers' packages
 
         extra = {"broker.session.timeout.ms": str(self.session_timeout_ms)}
@@ -161,6 +178,7 @@ class KafkaBackend(Backend):
             return KafkaCluster(
                 brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers, elr=elr,
                 kafka_version=self.kafka_version, image=os.environ.get(IMAGE_ENV) or None, extra_config=extra,
+                instrumentation=instrumentation,
             ).start()
         except SutError as exc:
             raise BackendError(str(exc)) from None
@@ -172,6 +190,7 @@ class KafkaBackend(Backend):
                 cluster, self.cluster = self.cluster, None
                 try:  # back to health for the next scenario of the same shape
                     self.faults.heal_everything()
+                    self._collect_instrumentation(cluster)
                     if self._cluster_min_isr_set:  # Kafka refuses to remove it while ELR is on
                         self.client.set_cluster_min_insync_replicas(cluster.topology.min_insync_replicas)
                         self._cluster_min_isr_set = False
@@ -182,6 +201,20 @@ class KafkaBackend(Backend):
         finally:
             if self._own_pool:
                 self.pool.close()
+
+    def _collect_instrumentation(self, cluster: Any) -> None:
+        """At a run's end: its coverage (every JVM's, then reset for the next run on this cluster)
+        and what the mutation agent planted, beside it in ``run.json`` for ``elr kafka-coverage``."""
+        instrumentation = cluster.instrumentation
+        if instrumentation is None or instrumentation.coverage_dir is None or self.history is None:
+            return
+        dumped = cluster.dump_coverage()
+        meta = self.history.meta
+        run = {"run_id": meta["run_id"], "scenario": meta.get("scenario"), "scenario_file": meta.get("scenario_file"),
+               "profile": meta.get("profile"), "kafka_version": self.kafka_version, "jvms_dumped": dumped,
+               "seconds": round(time.monotonic() - self._started_at, 1), "mutant": instrumentation.mutant,
+               "planted": cluster.planted_mutants()}
+        (instrumentation.coverage_dir / cluster.coverage_run / "run.json").write_text(json.dumps(run, indent=1))
 
     # --- actions: one handler per action class -----------------------------------------------
 

@@ -88,8 +88,15 @@ class ProcessFaults:
             self.down.discard(node_id)
         self.cluster.metadata_lag["process"] = frozenset(self.down)
 
+    def _before_jvm_ends(self, node_id: int) -> None:
+        """A JVM that ends takes its coverage with it: collect it first (no-op without coverage; a
+        paused JVM cannot answer, and a stopped one has nothing left)."""
+        if node_id not in self.down:
+            self.cluster.dump_coverage([node_id])
+
     def shutdown(self, node_id: int, timeout_s: float = 60.0) -> float:
         """Clean shutdown (SIGTERM, controlled shutdown). Returns seconds to exit."""
+        self._before_jvm_ends(node_id)
         t0 = time.monotonic()
         self._mark(node_id, down=True)
         self._node(node_id).ctl("stop", str(int(timeout_s)))
@@ -97,6 +104,7 @@ class ProcessFaults:
 
     def crash(self, node_id: int) -> float:
         """SIGKILL of the JVM; the container (and its page cache) stays."""
+        self._before_jvm_ends(node_id)
         t0 = time.monotonic()
         self._mark(node_id, down=True)
         self._node(node_id).ctl("kill")

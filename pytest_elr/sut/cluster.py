@@ -37,6 +37,7 @@ import docker.errors
 from pytest_elr.sut import admin, images, resources
 from pytest_elr.sut.config import DATA_DIR, Topology
 from pytest_elr.sut.errors import ClusterStartError, NodeCommandError, SutError
+from pytest_elr.sut.instrument import Instrumentation, build_agents
 from pytest_elr.sut.metadata_log import MetadataLog
 from pytest_elr.sut.node import KafkaNode, Network, without_ryuk
 from pytest_elr.sut.polling import poll
@@ -79,7 +80,8 @@ class KafkaCluster:
                  *, elr: bool = True, kafka_version: str = images.DEFAULT_KAFKA_VERSION,
                  min_insync_replicas: int = 1, image: str | None = None,
                  extra_config: Mapping[str, str] | None = None,
-                 start_timeout_s: float = 120.0, lazyfs: str | None = DEFAULT_LAZYFS) -> None:
+                 start_timeout_s: float = 120.0, lazyfs: str | None = DEFAULT_LAZYFS,
+                 instrumentation: Instrumentation | None = None) -> None:
         if isinstance(controllers, int):
             base = max(1000, max(brokers, default=0) + 1)
             controllers = list(range(base, base + controllers))
@@ -88,6 +90,11 @@ class KafkaCluster:
         self.topology = Topology.build(list(brokers), list(controllers), min_insync_replicas,
                                        extra_config)
         self.lazyfs = lazyfs
+        #: Java agents in the JVMs (coverage, a planted mutant of Kafka's code): sut.instrument
+        self.instrumentation = instrumentation
+        #: the subdirectory of the coverage directory that dumps go to now (one per scenario run)
+        self.coverage_run = "cluster"
+        self._coverage_dumps = 0
         self.elr = elr
         self.kafka_version = kafka_version
         self.start_timeout_s = start_timeout_s
@@ -117,6 +124,7 @@ class KafkaCluster:
         image = images.resolve_image(self.kafka_version, self._image)
         labels = resources.labels(self.cluster_id)
         resources.register(id(self), self.close)
+        agents = build_agents() if self.instrumentation is not None else None
         try:
             net = Network(docker_network_kw={"labels": labels})
             net.name = f"pytest-elr-{self.cluster_id}"
@@ -124,7 +132,8 @@ class KafkaCluster:
             for spec in self.topology.nodes:
                 self._nodes[spec.node_id] = KafkaNode(
                     spec, self.topology, image, net, self.cluster_id, labels,
-                    lazyfs=self.lazyfs if spec.is_broker else None)
+                    lazyfs=self.lazyfs if spec.is_broker else None,
+                    instrumentation=self.instrumentation, agents=agents)
             nodes = list(self._nodes.values())
             with without_ryuk():
                 self._bring_up(nodes, "1" if self.elr else "0")
@@ -196,6 +205,30 @@ class KafkaCluster:
         # By label: also catches containers whose creation raced an interrupt.
         with contextlib.suppress(SutError, docker.errors.DockerException):
             resources.remove_cluster(self.cluster_id)
+
+    # ------------------------------------------------------------ instrumentation
+
+    def dump_coverage(self, node_ids: Sequence[int] | None = None) -> int:
+        """JaCoCo's coverage of these nodes' JVMs (default: all) since their last dump into
+        ``<coverage dir>/<coverage_run>/``, then reset; the number of JVMs that answered. Called at a
+        run's end and before a fault ends a JVM (its lines would die with it)."""
+        if self.instrumentation is None or self.instrumentation.coverage_dir is None:
+            return 0
+        with self._lock:
+            self._coverage_dumps += 1
+            seq = self._coverage_dumps
+        ids = list(node_ids) if node_ids is not None else list(self._nodes)
+        nodes = [self._nodes[i] for i in ids if i in self._nodes]
+        (self.instrumentation.coverage_dir / self.coverage_run).mkdir(parents=True, exist_ok=True)
+        return sum(_parallel(lambda n: n.dump_coverage(f"{self.coverage_run}/{n.name}-{seq}.exec"), nodes))
+
+    def planted_mutants(self) -> dict[str, str]:
+        """Per node whose JVM runs the mutation agent, what it wrote on planting (empty: its class
+        never loaded there yet)."""
+        if self.instrumentation is None or self.instrumentation.mutant is None:
+            return {}
+        here = [n for n in self._nodes.values() if self.instrumentation.mutant_here(n.spec.is_broker)]
+        return {n.name: n.planted_mutant() or "" for n in here}
 
     # ------------------------------------------------------------ topology
 

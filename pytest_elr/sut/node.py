@@ -44,6 +44,14 @@ from pytest_elr.sut.config import (
     Topology,
 )
 from pytest_elr.sut.errors import NodeCommandError, PortClashError, ToxiproxyError
+from pytest_elr.sut.instrument import (
+    AGENTS_IN_NODE,
+    COVERAGE_IN_NODE,
+    JACOCO_PORT,
+    PLANTED_FILE,
+    Agents,
+    Instrumentation,
+)
 from pytest_elr.sut.polling import poll
 from pytest_elr.sut.toxiproxy import ProxySpec, ToxiproxyClient
 
@@ -74,8 +82,10 @@ def without_ryuk() -> Iterator[None]:
 
 class KafkaNode:
     def __init__(self, spec: NodeSpec, topology: Topology, image: str, network: Network,
-                 cluster_id: str, labels: dict[str, str], lazyfs: str | None = None) -> None:
+                 cluster_id: str, labels: dict[str, str], lazyfs: str | None = None,
+                 instrumentation: Instrumentation | None = None, agents: Agents | None = None) -> None:
         self.spec = spec
+        self.instrumentation = instrumentation
         self.lazyfs = lazyfs  # metadata mode of the FUSE layer under the data dir, or None
         self.topology = topology
         self.container_name = f"pytest-elr-{cluster_id}-{spec.name}"
@@ -87,7 +97,8 @@ class KafkaNode:
             network=network,
             network_aliases=[spec.real_host],
             env={"KAFKA_HEAP_OPTS": BROKER_HEAP if spec.is_broker else CONTROLLER_HEAP,
-                 "TOXIPROXY_PORT": str(TOXIPROXY_PORT), "ELR_LAZYFS": lazyfs or ""},
+                 "TOXIPROXY_PORT": str(TOXIPROXY_PORT), "ELR_LAZYFS": lazyfs or "",
+                 **({"JAVA_TOOL_OPTIONS": instrumentation.jvm_options(spec.is_broker)} if instrumentation else {})},
             labels=labels,
             # Not the advertised name: Docker maps the hostname to the container
             # IP in /etc/hosts, which would bypass the local proxy.
@@ -103,6 +114,9 @@ class KafkaNode:
         self._tc.ports[f"{TOXIPROXY_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
         if spec.is_broker:
             self._tc.ports[f"{CLIENT_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
+        if instrumentation is not None and agents is not None:
+            for host, inside, mode in instrumentation.mounts(agents):
+                self._tc.with_volume_mapping(host, inside, mode)
         self.toxiproxy: ToxiproxyClient | None = None
 
     @property
@@ -166,8 +180,8 @@ class KafkaNode:
             tar.addfile(info, io.BytesIO(data))
         self.container.put_archive(directory, buf.getvalue())
 
-    def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
-        res = self.container.exec_run(list(cmd), demux=False)
+    def exec(self, *cmd: str, check: bool = True, env: dict[str, str] | None = None) -> tuple[int, str]:
+        res = self.container.exec_run(list(cmd), demux=False, environment=env)
         out = (res.output or b"").decode(errors="replace")
         if check and res.exit_code != 0:
             raise NodeCommandError(f"{self.name}: `{' '.join(cmd)}` exited {res.exit_code}: "
@@ -221,6 +235,22 @@ class KafkaNode:
         """Lines of the JVM's log since its latest start that contain ``needle``."""
         script = f"tac {SERVER_LOG} | sed '/^{START_MARKER}/q' | grep -F -- \"$1\" | tac"
         return self.exec("sh", "-c", script, "log", needle, check=False)[1].splitlines()
+
+    def dump_coverage(self, relative: str) -> bool:
+        """JaCoCo's coverage since the last dump into ``<coverage dir>/<relative>``, then reset: False
+        when there is nothing to ask (no coverage, or no JVM listening)."""
+        if self.instrumentation is None or self.instrumentation.coverage_dir is None:
+            return False
+        code, _ = self.exec(
+            "java", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-jar", f"{AGENTS_IN_NODE}/jacococli.jar", "dump",
+            "--address", "127.0.0.1", "--port", str(JACOCO_PORT), "--retry", "0", "--reset", "--quiet",
+            "--destfile", f"{COVERAGE_IN_NODE}/{relative}", check=False, env={"JAVA_TOOL_OPTIONS": ""})
+        return code == 0
+
+    def planted_mutant(self) -> str | None:
+        """What the mutation agent wrote when its class loaded (the id; ``missing: ...``), or None."""
+        code, out = self.exec("cat", PLANTED_FILE, check=False)
+        return out.strip() if code == 0 and out.strip() else None
 
     def state(self) -> str:
         """``running`` | ``paused`` | ``stopped`` (of the JVM, not the container)."""
