@@ -63,13 +63,16 @@ from pytest_elr.faults.network import ASSIGN_REPLICAS_TO_DIRS, BROKER_HEARTBEAT
 from pytest_elr.sut.admin import PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
-from pytest_elr.sut.errors import KafkaProtocolError, SutError
+from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError, SutError
 from pytest_elr.sut.polling import await_value
 from pytest_elr.workload.drain import drain, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
 
 KAFKA_VERSION_ENV = "PYTEST_ELR_KAFKA_VERSION"
 IMAGE_ENV = "PYTEST_ELR_KAFKA_IMAGE"  # use this node image instead of the one built here
+START_TIMEOUT_ENV = "PYTEST_ELR_KAFKA_START_TIMEOUT"  # seconds a new cluster has to be ready (default 120)
+#: how a run's failure says that its cluster never started (a mutant campaign counts these apart)
+CLUSTER_DID_NOT_START = "the cluster did not start"
 PRODUCE_TIMEOUT_S = 15.0
 OBSERVER_ID = 900  # below the controllers' ids (1000+) and above any scenario broker (0-99)
 DRAIN_TIMEOUT_S = 30.0
@@ -178,8 +181,10 @@ class KafkaBackend(Backend):
             return KafkaCluster(
                 brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers, elr=elr,
                 kafka_version=self.kafka_version, image=os.environ.get(IMAGE_ENV) or None, extra_config=extra,
-                instrumentation=instrumentation,
+                instrumentation=instrumentation, start_timeout_s=float(os.environ.get(START_TIMEOUT_ENV) or 120),
             ).start()
+        except ClusterStartError as exc:
+            raise BackendError(f"{CLUSTER_DID_NOT_START}: {exc}") from None
         except SutError as exc:
             raise BackendError(str(exc)) from None
 

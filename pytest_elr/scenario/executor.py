@@ -36,7 +36,7 @@ from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
-from pytest_elr.scenario.schema import Failure, Scenario, Step
+from pytest_elr.scenario.schema import Failure, Scenario, Step, unexplained
 from pytest_elr.workload.drain import max_acked_offset
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -208,6 +208,10 @@ class Executor:
         self._events_scanned = 0
         #: why the final read could not be judged (a harness error beside failed steps), if so
         self.final_read_error: str | None = None
+        #: end the run at the first failing step that no known failure of the release declares (a
+        #: mutant campaign needs to know that a run fails, not everything that fails after)
+        self.stop_at_first_failure = False
+        self.stopped_early = False  # it did: no finale, no final read, so no verdict to judge
 
     @property
     def last_hwm(self) -> int | None:
@@ -239,12 +243,17 @@ class Executor:
             self.start()
         self._refuse_unobservable()
         failures: list[ScenarioFailure] = []
+        known = s.known_failures_on(self.backend.kafka_version)
         for step in s.steps:
             try:
                 self._step_run(step)
             except ScenarioFailure as exc:
                 failures.append(exc)
                 self.history.record("step", phase="end", failed=True)
+                if self.stop_at_first_failure and unexplained(known, exc.failures) != []:
+                    self.stopped_early = True
+                    raise ScenarioFailure("\n".join(str(f) for f in failures) + "\n(the run stopped at its first "
+                                          "failure)", tuple(x for f in failures for x in f.failures)) from None
         if s.finale:
             try:
                 self.finale()
@@ -951,7 +960,7 @@ class ScenarioRun:
             history.end_events()
             verdict = self.checker(history)
             problem = judge(scenario, self.profile, self.executor, verdict) \
-                if self.executor.final_read_error is None else None
+                if self.executor.final_read_error is None and not self.executor.stopped_early else None
             failed += [problem] if problem is not None else []
             passed = not failed
             message = "\n".join(str(f) for f in failed) or None
@@ -994,11 +1003,13 @@ class ScenarioRun:
 def run_scenario(
     scenario: Scenario, backend: Backend, profile: str, history_root: Path | None = None,
     checker: Checker = inline_checker, progress: Callable[[str], None] | None = None,
-    oracle: Profile | None = None,
+    oracle: Profile | None = None, stop_at_first_failure: bool = False,
 ) -> RunResult:
     """Start and finish one run; a system that cannot start gives a failed result, not an exception.
-    ``oracle``: the shadow model's profile, when not ``profile``'s own (a planted mutant)."""
+    ``oracle``: the shadow model's profile, when not ``profile``'s own (a planted mutant).
+    ``stop_at_first_failure``: end at the first step that fails other than as a known failure."""
     run = ScenarioRun(scenario, backend, profile, history_root, checker, progress, oracle)
+    run.executor.stop_at_first_failure = stop_at_first_failure
     try:
         run.start()
     except BackendError as exc:

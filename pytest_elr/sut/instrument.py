@@ -21,6 +21,7 @@ coverage files) and ``PYTEST_ELR_KAFKA_MUTANT`` (a mutant id).
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import time
@@ -110,7 +111,25 @@ def build_agents(force: bool = False) -> Agents:
     if done.exists() and not force:
         return Agents(out)
     t0 = time.monotonic()
-    shutil.rmtree(out, ignore_errors=True)
+    # Built aside and renamed into place: concurrent builds (xdist workers, a campaign beside a test)
+    # never see a half-built directory, and the first complete one wins.
+    work = out.with_name(f"{out.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    try:
+        _build_into(work, source, pom)
+        (work / ".complete").write_text(f"jacoco {JACOCO_VERSION}, asm {ASM_VERSION}, {time.monotonic() - t0:.0f}s\n")
+        if force or (out.exists() and not done.exists()):  # forced, or a build that died half-way
+            shutil.rmtree(out, ignore_errors=True)
+        try:
+            work.rename(out)
+        except OSError:  # another build finished first
+            if not done.exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Agents(out)
+
+
+def _build_into(out: Path, source: bytes, pom: str) -> None:
     (out / "classes").mkdir(parents=True)
     (out / "pom.xml").write_text(pom)
     libs = out / "maven"
@@ -134,10 +153,11 @@ def build_agents(force: bool = False) -> Agents:
                 "Class-Path: asm.jar asm-tree.jar\n\n")
     with zipfile.ZipFile(out / "elr-mutants.jar", "w", zipfile.ZIP_DEFLATED) as jar:
         jar.writestr("META-INF/MANIFEST.MF", manifest)
-        for cls in sorted((out / "classes").glob("*.class")):
+        classes = sorted((out / "classes").glob("*.class"))
+        if not classes:
+            raise BuildStepError("agents", "javac wrote no class", "")
+        for cls in classes:
             jar.write(cls, cls.name)
-    done.write_text(f"jacoco {JACOCO_VERSION}, asm {ASM_VERSION}, {time.monotonic() - t0:.0f}s\n")
-    return Agents(out)
 
 
 def mutant_class(mutant: str) -> str:

@@ -52,12 +52,15 @@ import org.objectweb.asm.tree.IincInsnNode;
 import org.objectweb.asm.tree.InsnList;
 import org.objectweb.asm.tree.InsnNode;
 import org.objectweb.asm.tree.JumpInsnNode;
+import org.objectweb.asm.tree.LabelNode;
 import org.objectweb.asm.tree.LineNumberNode;
 import org.objectweb.asm.tree.MethodInsnNode;
 import org.objectweb.asm.tree.MethodNode;
 
 public final class ElrMutants {
-    static final String PLANTED_FILE = "/run/kafka/elr-mutant.planted";
+    /** Where the agent says what it planted ($ELR_MUTANT_PLANTED_FILE, else the node's run dir). */
+    static final String PLANTED_FILE = System.getenv("ELR_MUTANT_PLANTED_FILE") != null
+        ? System.getenv("ELR_MUTANT_PLANTED_FILE") : "/run/kafka/elr-mutant.planted";
 
     /** One place a mutant can be planted. */
     static final class Site {
@@ -166,7 +169,9 @@ public final class ElrMutants {
                         "call of " + simple(call.owner) + "." + call.name + " removed"});
                 }
             } else if (op == Opcodes.IRETURN && returns == Type.BOOLEAN_TYPE) {
-                AbstractInsnNode before = previousReal(insn);
+                // A return of a literal is not mutated into that same literal (an equivalent mutant);
+                // a label between them means other paths reach this return with other values.
+                AbstractInsnNode before = previousOnThisPath(insn);
                 int constant = before == null ? -1 : before.getOpcode();
                 if (constant != Opcodes.ICONST_1) {
                     found.add(new String[] {"TRUE_RETURNS", "returns true"});
@@ -189,9 +194,13 @@ public final class ElrMutants {
         return out;
     }
 
-    static AbstractInsnNode previousReal(AbstractInsnNode insn) {
+    /** The instruction just before, when only it leads here (null when a jump target is between). */
+    static AbstractInsnNode previousOnThisPath(AbstractInsnNode insn) {
         AbstractInsnNode p = insn.getPrevious();
         while (p != null && p.getOpcode() < 0) {
+            if (p instanceof LabelNode) {
+                return null;
+            }
             p = p.getPrevious();
         }
         return p;

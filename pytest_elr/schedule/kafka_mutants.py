@@ -1,0 +1,413 @@
+"""``elr kafka-mutants``: Kafka's own code, with one bug planted at a time, grades the suite.
+
+    elr kafka-mutants list   --coverage DIR [--all]
+    elr kafka-mutants run    --coverage DIR --out CAMPAIGN [--budget 2h] [--shard 3/8] [--mutant ID]...
+    elr kafka-mutants report CAMPAIGN... [--html FILE]
+
+A mutant is one small change to one instruction of one method of the ELR code (the classes and
+methods of :data:`pytest_elr.schedule.kafka_coverage.TARGETS`), planted by pytest-elr's Java agent as
+the class loads (:mod:`pytest_elr.sut.instrument`): on the controllers for a controller class, on
+the brokers for ``kafka.cluster.Partition``. Its id is stable for a release's class files:
+``CLASS#METHOD(ARGS)RETURN:LINE:OPERATOR:INDEX``.
+
+``list`` enumerates the mutants on lines the suite covers (``elr kafka-coverage``'s ``lines.json``).
+``run`` plants each in a fresh cluster, runs only the scenario runs that cover its line, fastest
+first, and stops at the first that does not end as it ends on the unmutated release (a pass, or
+exactly its declared known failure). Each mutant ends as:
+
+- **killed**: by which run, and at which step and field, invariant or verdict (or the harness's
+  error, when the run could not finish);
+- **survived**: every covering run ended as on the real release;
+- **no-start**: the cluster did not start (counted apart: the suite never ran);
+- **timed out**: it did not end within ``--mutant-timeout``;
+- **not planted**: its class never loaded, or the agent did not find the site (a harness problem).
+
+Each mutant runs in a child process (its own cluster pool, a hard time limit); results are appended
+to ``CAMPAIGN/results-<shard>.jsonl`` as they come, so a stopped campaign resumes where it was, and
+shards (``--shard K/N``, by a hash of the id) split one campaign across machines. ``report`` merges
+every results file it is given into one table and an HTML page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_elr.schedule.kafka_coverage import TARGETS, kafka_jars, target_method
+
+#: A log line changes no state a client or the cluster can see: removing its call is equivalent by
+#: construction (PIT leaves logging calls out by default for the same reason).
+LOGGING_CALL = re.compile(r"^call of \w+\.(trace|debug|info|warn|error|maybeLogPartitionChange) removed$")
+STATUSES = ("killed", "survived", "no-start", "timed out", "not planted")
+DEFAULT_MUTANT_TIMEOUT_S = 900.0
+#: a cluster that cannot start under a mutant is told apart quickly (a healthy one is ready in ~15 s)
+MUTANT_START_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    class_name: str
+    method: str
+    desc: str
+    line: int
+    operator: str
+    index: int
+    description: str
+
+    @classmethod
+    def parse(cls, row: str) -> Mutant:
+        """A line of the agent's ``list``: id, line, operator, description (tab-separated)."""
+        mutant_id, line, operator, description = row.rstrip("\n").split("\t")
+        m = re.fullmatch(r"([^#]+)#([^(]+)(\(.*):(-?\d+):([A-Z_]+):(\d+)", mutant_id)
+        if m is None:
+            raise ValueError(f"not a mutant id: {mutant_id!r}")
+        return cls(mutant_id, m[1], m[2], m[3], int(line), operator, int(m[6]), description)
+
+    @property
+    def short_method(self) -> str:
+        return f"{self.class_name.rsplit('.', 1)[-1]}.{self.method}"
+
+    @property
+    def equivalent(self) -> str | None:
+        """Why the mutant cannot be observed, when that holds by construction (else None)."""
+        if self.operator == "VOID_METHOD_CALLS" and LOGGING_CALL.match(self.description):
+            return "a logging call: no state changes"
+        return None
+
+    def in_words(self) -> str:
+        return f"`{self.short_method}` line {self.line}: {self.description}"
+
+
+def enumerate_mutants(kafka_version: str) -> list[Mutant]:
+    """Every mutant of the target methods, as the agent walks the release's class files."""
+    from pytest_elr.sut.instrument import build_agents
+
+    agents = build_agents()
+    cmd = ["java", "-cp", agents.classpath(), "ElrMutants", "list", *map(str, kafka_jars(kafka_version))]
+    for name in TARGETS:
+        cmd += ["--class", name]
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_TOOL_OPTIONS"}
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    mutants = [Mutant.parse(row) for row in p.stdout.splitlines() if row.strip()]
+    return [m for m in mutants if target_method(m.class_name, m.method, m.desc)]
+
+
+class CoverageIndex:
+    """``lines.json`` of ``elr kafka-coverage``: which runs cover which lines."""
+
+    def __init__(self, path: Path) -> None:
+        data = json.loads(path.read_text())
+        self.kafka_version: str = data["kafka_version"]
+        self.source_of: dict[str, str] = data["source_of"]
+        self.runs: dict[str, dict[str, Any]] = data["runs"]
+        self._covered = {rid: {src: set(lines) for src, lines in r["covered"].items()} for rid, r in self.runs.items()}
+
+    def covering_runs(self, mutant: Mutant) -> list[dict[str, Any]]:
+        """The runs (scenario file, profile) that ran the mutant's line, fastest first, one per
+        scenario and profile."""
+        source = self.source_of.get(mutant.class_name) or self.source_of.get(mutant.class_name.split("$")[0], "")
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for rid, run in self.runs.items():
+            if mutant.line in self._covered[rid].get(source, set()):
+                key = (run["scenario_file"], run["profile"])
+                if key not in found or run["seconds"] < found[key]["seconds"]:
+                    found[key] = run
+        return sorted(found.values(), key=lambda r: (r["seconds"], r["scenario_file"], r["profile"]))
+
+
+def in_shard(mutant_id: str, shard: tuple[int, int]) -> bool:
+    k, n = shard
+    return int(hashlib.sha256(mutant_id.encode()).hexdigest(), 16) % n == k - 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)/(\d+)", text)
+    if m is None or not 1 <= int(m[1]) <= int(m[2]):
+        raise argparse.ArgumentTypeError(f"--shard wants K/N with 1 <= K <= N, not {text!r}")
+    return int(m[1]), int(m[2])
+
+
+def parse_duration(text: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smh]?)", text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"a duration is like 90s, 30m or 2h, not {text!r}")
+    return float(m[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[m[2]]
+
+
+# ---------------------------------------------------------------------------------- one mutant
+
+
+def run_outcome(scenario: Any, version: str | None, result: Any) -> tuple[str, dict[str, Any]]:
+    """``pass`` when the run ended as on the unmutated release (a pass, or exactly the declared
+    known failure), else ``killed`` / ``no-start`` and what showed it."""
+    from pytest_elr.backends.kafka import CLUSTER_DID_NOT_START
+    from pytest_elr.scenario.schema import unexplained
+
+    if not result.passed and CLUSTER_DID_NOT_START in result.message:
+        return "no-start", {"message": result.message.splitlines()[0][:400]}
+    known = scenario.known_failures_on(version)
+    if result.passed:
+        if known:
+            return "killed", {"failures": [], "message": "passed where the release is known to fail"}
+        return "pass", {}
+    other = unexplained(known, tuple(result.failures)) if known else list(result.failures)
+    if known and other == []:
+        return "pass", {}
+    failures = [str(f) for f in other or []]
+    kind = "check" if failures else "error"
+    return "killed", {"kind": kind, "failures": failures, "message": result.message.strip()[:1500]}
+
+
+def run_one(mutant_id: str, runs: Sequence[dict[str, Any]], version: str, history_root: Path) -> dict[str, Any]:
+    """In this process: the mutant planted, each covering run in turn until one tells."""
+    from pytest_elr.backends.kafka import START_TIMEOUT_ENV, KafkaBackend
+    from pytest_elr.scenario.executor import run_scenario
+    from pytest_elr.scenario.loader import load_scenario
+    from pytest_elr.sut.instrument import COVERAGE_ENV, MUTANT_ENV
+
+    os.environ[MUTANT_ENV] = mutant_id
+    os.environ.pop(COVERAGE_ENV, None)
+    os.environ.setdefault(START_TIMEOUT_ENV, str(MUTANT_START_TIMEOUT_S))
+    pool = KafkaBackend.new_session()
+    out: dict[str, Any] = {"status": "survived", "runs_tried": 0}
+    planted: dict[str, str] = {}
+    try:
+        for run in runs:
+            scenario = load_scenario(run["scenario_file"])
+            result = run_scenario(scenario, KafkaBackend(session=pool, version=version), run["profile"], history_root,
+                                  stop_at_first_failure=True)
+            out["runs_tried"] += 1
+            for cluster in pool.clusters():
+                planted.update({k: v for k, v in cluster.planted_mutants().items() if v})
+            outcome, detail = run_outcome(scenario, version, result)
+            if outcome != "pass":
+                out.update(status=outcome, by={"scenario": scenario.name, "scenario_file": run["scenario_file"],
+                                               "profile": run["profile"], **detail})
+                break
+    finally:
+        pool.close()
+    out["planted"] = planted
+    if out["status"] != "no-start" and not any(v == mutant_id for v in planted.values()):
+        # Killed or not, a mutant whose code never ran proves nothing about the suite.
+        out["status"] = "not planted"
+    return out
+
+
+# ---------------------------------------------------------------------------------- campaign
+
+
+def results_of(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
+    """Every result in these campaign directories or files, by mutant id (the last one wins)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        files = sorted(path.glob("results-*.jsonl")) if path.is_dir() else [path] if path.is_file() else []
+        for f in files:
+            for row in f.read_text().splitlines():
+                if row.strip():
+                    r = json.loads(row)
+                    found[r["id"]] = r
+    return found
+
+
+def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, budget_s: float,
+                 shard: tuple[int, int], mutant_timeout_s: float) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    results_file = out / f"results-{shard[0]}of{shard[1]}.jsonl"
+    done = results_of([out])
+    todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done]
+    started = time.monotonic()
+    new: list[dict[str, Any]] = []
+    print(f"elr kafka-mutants: {len(todo)} to run in shard {shard[0]}/{shard[1]} ({len(done)} done before)",
+          flush=True)
+    for i, mutant in enumerate(todo):
+        if time.monotonic() - started > budget_s:
+            print(f"budget spent: {len(todo) - i} mutants left for a later run (it resumes)", flush=True)
+            break
+        runs = index.covering_runs(mutant)
+        t0 = time.monotonic()
+        result = _child(mutant, runs, index.kafka_version, out / "history", mutant_timeout_s) if runs else \
+            {"status": "uncovered", "runs_tried": 0}
+        row = {**asdict(mutant), **result, "seconds": round(time.monotonic() - t0, 1),
+               "shard": f"{shard[0]}/{shard[1]}", "kafka_version": index.kafka_version}
+        with results_file.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        new.append(row)
+        by = row.get("by") or {}
+        how = f"  <- {by.get('scenario')} [{by.get('profile')}]: {', '.join(by.get('failures') or [])}" if by else ""
+        print(f"[{i + 1}/{len(todo)}] {row['status']:<11} {row['seconds']:>6.0f}s  {mutant.in_words()}{how}",
+              flush=True)
+    return new
+
+
+def _child(mutant: Mutant, runs: Sequence[dict[str, Any]], version: str, history: Path,
+           timeout_s: float) -> dict[str, Any]:
+    """One mutant in a child process: a hung cluster is stopped (SIGTERM: it removes its containers)."""
+    spec = json.dumps({"mutant": mutant.id, "runs": [{"scenario_file": r["scenario_file"], "profile": r["profile"]}
+                                                      for r in runs], "version": version, "history": str(history)})
+    child = subprocess.Popen([sys.executable, "-m", "pytest_elr.schedule.kafka_mutants", spec],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+        return {"status": "timed out", "runs_tried": None}
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    if child.returncode != 0 or not lines:
+        return {"status": "not planted", "error": (stderr or stdout).strip()[-1500:]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def summary(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, int]]:
+    """The table per method (killed / survived / other), then the totals; survivors in words."""
+    counts: Counter[str] = Counter(r["status"] for r in results.values())
+    by_method: dict[str, Counter[str]] = {}
+    for r in results.values():
+        key = f"{r['class_name'].rsplit('.', 1)[-1]}.{r['method']}"
+        by_method.setdefault(key, Counter())[r["status"]] += 1
+    width = max((len(k) for k in by_method), default=10)
+    lines = [f"{'method':<{width}}  killed  survived  no-start  timed-out  not-planted  uncovered"]
+    for key in sorted(by_method):
+        c = by_method[key]
+        lines.append(f"{key:<{width}}  {c['killed']:>6}  {c['survived']:>8}  {c['no-start']:>8}  {c['timed out']:>9}"
+                     f"  {c['not planted']:>11}  {c['uncovered']:>9}")
+    graded = counts["killed"] + counts["survived"]
+    lines.append(f"killed {counts['killed']} of {graded} planted and graded"
+                 + (f" ({100 * counts['killed'] / graded:.0f}%)" if graded else "")
+                 + f"; no-start {counts['no-start']}, timed out {counts['timed out']}, not planted "
+                   f"{counts['not planted']}, uncovered {counts['uncovered']}")
+    survivors = [r for r in results.values() if r["status"] == "survived"]
+    if survivors:
+        lines.append("survivors:")
+        lines += [f"  {Mutant(**{k: r[k] for k in Mutant.__dataclass_fields__}).in_words()}  [{r['id']}]"
+                  for r in sorted(survivors, key=lambda r: (r["class_name"], r["line"], r["id"]))]
+    return lines, dict(counts)
+
+
+def html_page(results: dict[str, dict[str, Any]], title: str) -> str:
+    rows = []
+    for r in sorted(results.values(), key=lambda r: (r["class_name"], r["method"], r["line"], r["operator"])):
+        by = r.get("by") or {}
+        why = html.escape(f"{by.get('scenario', '')} [{by.get('profile', '')}]: "
+                          f"{'; '.join(by.get('failures') or []) or by.get('message', '')[:200]}") if by else ""
+        rows.append(f"<tr class='{r['status'].replace(' ', '-')}'><td>{html.escape(r['class_name'].rsplit('.', 1)[-1])}"
+                    f".{html.escape(r['method'])}</td><td>{r['line']}</td><td>{r['operator']}</td>"
+                    f"<td>{html.escape(r['description'])}</td><td>{r['status']}</td><td>{why}</td></tr>")
+    table, _ = summary(results)
+    return ("<!doctype html><meta charset='utf-8'><title>" + html.escape(title) + "</title><style>"
+            "body{font:14px sans-serif;margin:1em}td,th{border-bottom:1px solid #ddd;padding:2px 6px;text-align:left}"
+            ".killed td:nth-child(5){color:#070}.survived td:nth-child(5){color:#b00;font-weight:bold}"
+            "pre{background:#f6f6f6;padding:.5em}</style><h1>" + html.escape(title) + "</h1><pre>"
+            + html.escape("\n".join(table)) + "</pre><table><tr><th>method</th><th>line</th><th>operator</th>"
+            "<th>change</th><th>status</th><th>by</th></tr>" + "".join(rows) + "</table>")
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+def _covered(mutants: Sequence[Mutant], index: CoverageIndex) -> list[Mutant]:
+    """The mutants worth a cluster: on a covered line, and not equivalent by construction."""
+    return [m for m in mutants if m.equivalent is None and index.covering_runs(m)]
+
+
+def list_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="elr kafka-mutants list", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--coverage", type=Path, required=True, help="an `elr kafka-coverage --out` directory")
+    parser.add_argument("--all", action="store_true", help="also mutants on lines no run covers")
+    args = parser.parse_args(argv)
+    index = CoverageIndex(args.coverage / "lines.json")
+    mutants = enumerate_mutants(index.kafka_version)
+    shown = mutants if args.all else _covered(mutants, index)
+    for m in shown:
+        print(f"{m.id}\t{m.description}")
+    print(f"{len(shown)} mutants ({len(_covered(mutants, index))} on covered lines, {len(mutants)} in the target "
+          f"methods of Kafka {index.kafka_version})", file=sys.stderr)
+    return 0
+
+
+def run_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="elr kafka-mutants run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--coverage", type=Path, required=True, help="an `elr kafka-coverage --out` directory")
+    parser.add_argument("--out", type=Path, required=True, help="the campaign's directory (results, histories)")
+    parser.add_argument("--budget", type=parse_duration, default=float("inf"), help="stop starting mutants after this")
+    parser.add_argument("--shard", type=parse_shard, default=(1, 1), help="K/N: this machine's share")
+    parser.add_argument("--mutant", action="append", default=[], help="only this mutant id (repeatable)")
+    parser.add_argument("--method", default=None, help="only mutants of methods matching this regex")
+    parser.add_argument("--mutant-timeout", type=parse_duration, default=DEFAULT_MUTANT_TIMEOUT_S)
+    args = parser.parse_args(argv)
+    index = CoverageIndex(args.coverage / "lines.json")
+    mutants = enumerate_mutants(index.kafka_version)
+    if args.mutant:
+        known = {m.id: m for m in mutants}
+        unknown = [i for i in args.mutant if i not in known]
+        if unknown:
+            print(f"elr kafka-mutants run: no such mutant in Kafka {index.kafka_version}: {unknown[0]}",
+                  file=sys.stderr)
+            return 2
+        mutants = [known[i] for i in args.mutant]
+    else:
+        mutants = _covered(mutants, index)
+    if args.method:
+        mutants = [m for m in mutants if re.search(args.method, m.short_method)]
+    if not mutants:
+        print("elr kafka-mutants run: no mutant to run (none covered, or the filters left none)", file=sys.stderr)
+        return 2
+    run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard, mutant_timeout_s=args.mutant_timeout)
+    lines, _ = summary(results_of([args.out]))
+    print("\n".join(lines))
+    return 0
+
+
+def report_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="elr kafka-mutants report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("campaigns", nargs="+", type=Path, help="campaign directories or results files (shards)")
+    parser.add_argument("--html", type=Path, default=None, help="write the campaign's page here")
+    parser.add_argument("--json", type=Path, default=None, help="write the merged results here")
+    args = parser.parse_args(argv)
+    results = results_of(args.campaigns)
+    if not results:
+        print("elr kafka-mutants report: no results in " + ", ".join(map(str, args.campaigns)), file=sys.stderr)
+        return 2
+    lines, _ = summary(results)
+    print("\n".join(lines))
+    if args.html:
+        args.html.write_text(html_page(results, "Kafka mutants graded by the pytest-elr suite"))
+    if args.json:
+        args.json.write_text(json.dumps(sorted(results.values(), key=lambda r: r["id"]), indent=1))
+    return 0
+
+
+def _child_main(spec_json: str) -> int:
+    spec = json.loads(spec_json)
+    result = run_one(spec["mutant"], spec["runs"], spec["version"], Path(spec["history"]))
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1]))

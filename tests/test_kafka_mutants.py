@@ -1,0 +1,215 @@
+"""``elr kafka-mutants`` without a cluster: ids, shards, what a run's outcome says about a mutant,
+resuming, the merged table of shards, and the executor's stop at the first failure a campaign uses.
+(The end-to-end campaign on real Kafka is tests/sut/test_kafka_mutants_campaign.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_elr.backends.model import ModelBackend
+from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario.loader import parse_scenario
+from pytest_elr.scenario.schema import Failure
+from pytest_elr.schedule import kafka_mutants as km
+
+PCB = "org.apache.kafka.controller.PartitionChangeBuilder"
+
+
+def mutant(method: str, line: int, operator: str = "NEGATE_CONDITIONALS", index: int = 0,
+           description: str = "jump if `a < b` became `a >= b`", cls: str = PCB) -> km.Mutant:
+    return km.Mutant.parse(f"{cls}#{method}()V:{line}:{operator}:{index}\t{line}\t{operator}\t{description}")
+
+
+def test_an_id_names_its_class_method_line_operator_and_index() -> None:
+    m = km.Mutant.parse("kafka.cluster.Partition#maybeIncrementLeaderHW(Lkafka/log/UnifiedLog;J)Z:1022:"
+                        "CONDITIONALS_BOUNDARY:2\t1022\tCONDITIONALS_BOUNDARY\t`a < b` became `a <= b`")
+    assert (m.class_name, m.method, m.desc, m.line, m.operator, m.index) == (
+        "kafka.cluster.Partition", "maybeIncrementLeaderHW", "(Lkafka/log/UnifiedLog;J)Z", 1022,
+        "CONDITIONALS_BOUNDARY", 2)
+    assert m.in_words() == "`Partition.maybeIncrementLeaderHW` line 1022: `a < b` became `a <= b`"
+    # a method without line numbers (-1) still parses
+    assert km.Mutant.parse(f"{PCB}#x()V:-1:INCREMENTS:0\t-1\tINCREMENTS\tlocal += 1 removed").line == -1
+    with pytest.raises(ValueError, match="not a mutant id"):
+        km.Mutant.parse("PartitionChangeBuilder.build:12\t12\tX\ty")
+
+
+def test_logging_calls_are_equivalent_by_construction_and_nothing_else_is() -> None:
+    assert mutant("build", 10, "VOID_METHOD_CALLS", description="call of Logger.info removed").equivalent
+    assert mutant("build", 10, "VOID_METHOD_CALLS", description="call of Partition.debug removed").equivalent
+    assert mutant("build", 10, "VOID_METHOD_CALLS",
+                  description="call of PartitionChangeBuilder.maybePopulateTargetElr removed").equivalent is None
+    assert mutant("build", 10).equivalent is None
+
+
+def test_shards_split_every_mutant_exactly_once() -> None:
+    ids = [mutant("m", line, index=i).id for line in range(1, 60) for i in range(3)]
+    for n in (1, 2, 3, 8):
+        owners = [[k for k in range(1, n + 1) if km.in_shard(i, (k, n))] for i in ids]
+        assert all(len(o) == 1 for o in owners)
+    assert {tuple(km.in_shard(i, (k, 3)) for k in (1, 2, 3)) for i in ids} != {(True, False, False)}
+    with pytest.raises(Exception, match="K/N"):
+        km.parse_shard("4/3")
+    assert km.parse_duration("2h") == 7200 and km.parse_duration("90s") == 90 and km.parse_duration("30m") == 1800
+
+
+def scenario_with(known: str = "") -> Any:
+    return parse_scenario(f"""
+name: s
+profiles: [kafka]
+cluster: {{brokers: 2}}
+topic: {{name: t, replicas: [0, 1], min_insync_replicas: 1}}
+steps:
+  - at: a
+    do: [{{produce: 1}}]
+  - at: b
+    do: [{{produce: 1}}]
+{known}
+""")
+
+
+KNOWN_AT_A = """known_failures:
+  - versions: "<9"
+    because: a bug
+    step: a
+    fails: [leader]
+"""
+
+
+def result(passed: bool, failures: tuple[Failure, ...] = (), message: str = "") -> Any:
+    return SimpleNamespace(passed=passed, failures=list(failures), message=message)
+
+
+def test_a_run_tells_only_when_it_ends_otherwise_than_on_the_real_release() -> None:
+    plain, known = scenario_with(), scenario_with(KNOWN_AT_A)
+    assert km.run_outcome(plain, "4.4.0", result(True))[0] == "pass"
+    status, by = km.run_outcome(plain, "4.4.0", result(False, (Failure("b", "elr"),), "step b: elr"))
+    assert (status, by["kind"], by["failures"]) == ("killed", "check", ["step b: elr"])
+    # the known failure and nothing else: the run ends as on the release
+    assert km.run_outcome(known, "4.4.0", result(False, (Failure("a", "leader"),)))[0] == "pass"
+    # the known failure and another one: killed by the other
+    status, by = km.run_outcome(known, "4.4.0", result(False, (Failure("a", "leader"), Failure("b", "hwm"))))
+    assert (status, by["failures"]) == ("killed", ["step b: hwm"])
+    # a known failure that no longer fails: the mutant changed what the release does
+    assert km.run_outcome(known, "4.4.0", result(True))[0] == "killed"
+    # the harness could not finish the run: killed, said as an error
+    status, by = km.run_outcome(plain, "4.4.0", result(False, (), "backend kafka failed: no leader"))
+    assert (status, by["kind"]) == ("killed", "error")
+    assert km.run_outcome(plain, "4.4.0", result(False, (), "backend kafka could not start: the cluster did not "
+                                                             "start: not ready"))[0] == "no-start"
+
+
+def fake_child(mutant: km.Mutant, runs: Any, version: str, history: Path, timeout_s: float) -> dict[str, Any]:
+    """What a child would report, as a function of the id alone."""
+    status = ("killed", "survived", "no-start")[mutant.line % 3]
+    by = {"scenario": runs[0]["scenario_file"], "profile": "kafka", "failures": ["step a: elr"]} \
+        if status == "killed" else None
+    return {"status": status, "runs_tried": len(runs), **({"by": by} if by else {})}
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> km.CoverageIndex:
+    source = "org/apache/kafka/controller/PartitionChangeBuilder.java"
+    runs = {"slow": {"scenario_file": "slow.elr.yaml", "profile": "kafka", "seconds": 90.0,
+                     "covered": {source: list(range(1, 40))}},
+            "fast": {"scenario_file": "fast.elr.yaml", "profile": "kafka", "seconds": 30.0,
+                     "covered": {source: list(range(20, 40))}}}
+    (tmp_path / "lines.json").write_text(json.dumps({"kafka_version": "4.4.0", "source_of": {PCB: source},
+                                                     "runs": runs}))
+    return km.CoverageIndex(tmp_path / "lines.json")
+
+
+def test_covering_runs_fastest_first(index: km.CoverageIndex) -> None:
+    assert [r["scenario_file"] for r in index.covering_runs(mutant("m", 25))] == ["fast.elr.yaml", "slow.elr.yaml"]
+    assert [r["scenario_file"] for r in index.covering_runs(mutant("m", 5))] == ["slow.elr.yaml"]
+    assert index.covering_runs(mutant("m", 45)) == []
+
+
+def test_two_shards_merge_into_the_table_of_one_unsharded_run(tmp_path: Path, index: km.CoverageIndex,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(km, "_child", fake_child)
+    mutants = [mutant("m", line, index=i) for line in range(1, 40) for i in range(2)]
+    km.run_campaign(mutants, index, tmp_path / "one", budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    km.run_campaign(mutants, index, tmp_path / "a", budget_s=1e9, shard=(1, 2), mutant_timeout_s=60)
+    km.run_campaign(mutants, index, tmp_path / "b", budget_s=1e9, shard=(2, 2), mutant_timeout_s=60)
+    one = km.results_of([tmp_path / "one"])
+    merged = km.results_of([tmp_path / "a", tmp_path / "b"])
+    assert len(one) == len(mutants) and set(one) == set(merged)
+    assert km.summary(one)[0] == km.summary(merged)[0]
+    strip = ("seconds", "shard")
+    assert [{k: v for k, v in one[i].items() if k not in strip} for i in sorted(one)] == \
+        [{k: v for k, v in merged[i].items() if k not in strip} for i in sorted(merged)]
+
+
+def test_a_campaign_resumes_where_it_stopped(tmp_path: Path, index: km.CoverageIndex,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def counting(m: km.Mutant, *args: Any) -> dict[str, Any]:
+        ran.append(m.id)
+        return fake_child(m, *args)
+
+    monkeypatch.setattr(km, "_child", counting)
+    mutants = [mutant("m", line) for line in range(1, 11)]
+    km.run_campaign(mutants, index, tmp_path, budget_s=0, shard=(1, 1), mutant_timeout_s=60)
+    assert ran == []  # no budget: nothing starts
+    km.run_campaign(mutants[:4], index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    assert sorted(ran) == sorted(m.id for m in mutants)  # each exactly once
+    assert len(km.results_of([tmp_path])) == 10
+
+
+def test_the_report_names_each_survivor_in_words(tmp_path: Path, index: km.CoverageIndex,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(km, "_child", fake_child)
+    km.run_campaign([mutant("maybePopulateTargetElr", 34), mutant("build", 35), mutant("build", 36)], index,
+                    tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    lines, counts = km.summary(km.results_of([tmp_path]))
+    assert counts == {"survived": 1, "killed": 1, "no-start": 1}
+    assert "killed 1 of 2 planted and graded (50%)" in "\n".join(lines)
+    # line 34 survived (fake_child: line % 3 == 1), named in words under "survivors:"
+    assert lines[lines.index("survivors:") + 1].startswith(
+        "  `PartitionChangeBuilder.maybePopulateTargetElr` line 34: jump if `a < b` became `a >= b`")
+    page = km.html_page(km.results_of([tmp_path]), "t")
+    assert "<tr class='survived'><td>PartitionChangeBuilder.maybePopulateTargetElr</td><td>34</td>" in page
+    assert km.report_main([str(tmp_path), "--html", str(tmp_path / "c.html")]) == 0
+    assert "jump if `a &lt; b` became `a &gt;= b`" in (tmp_path / "c.html").read_text()
+    assert km.report_main([str(tmp_path / "nothing-here")]) == 2
+
+
+WRONG_TWICE = """
+name: wrong-twice
+profiles: [kafka]
+cluster: {brokers: 2}
+topic: {name: t, replicas: [0, 1], min_insync_replicas: 1}
+steps:
+  - at: a
+    do: [{produce: 1}]
+    expect: {leader: 1}
+  - at: b
+    do: [{produce: 1}]
+    expect: {leader: 1}
+"""
+
+
+class VersionedModel(ModelBackend):
+    """The model backend, claiming a release so known failures apply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kafka_version = "4.4.0"
+
+
+def test_the_executor_stops_at_the_first_failure_no_known_failure_declares() -> None:
+    every = run_scenario(parse_scenario(WRONG_TWICE), VersionedModel(), "kafka")
+    assert [f.step for f in every.failures] == ["a", "b"]
+    first = run_scenario(parse_scenario(WRONG_TWICE), VersionedModel(), "kafka", stop_at_first_failure=True)
+    assert [f.step for f in first.failures] == ["a"] and "stopped at its first failure" in first.message
+    # a's failure is the release's known one: the run goes on, and stops at b's
+    known = WRONG_TWICE + 'known_failures:\n  - {versions: "<9", because: a bug, step: a, fails: [leader]}\n'
+    past_known = run_scenario(parse_scenario(known), VersionedModel(), "kafka", stop_at_first_failure=True)
+    assert [f.step for f in past_known.failures] == ["a", "b"]
