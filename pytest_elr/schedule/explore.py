@@ -4,6 +4,7 @@ what differs is confirmed by replay on a fresh cluster and shrunk by replay to a
     elr explore --budget 30m [--kafka-version 4.4.0] [--seed 1] [--profile kafka]
                 [--kinds isolate,power_off,...] [--steps 8] [--out .elr-explore]
                 [--mutant NAME]    # plant a defect in the oracle: the exploration must find it
+                [--kafka-mutant ID]  # plant a bug in Kafka's own code (elr kafka-mutants list)
 
 Each schedule comes from the property search's state machine (every action of the language,
 Hypothesis-seeded), is written as a scenario with the model's verdict and run with the executor's
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -263,10 +265,13 @@ class Explorer:
     say: Callable[[str], None] = print
     seen: Exploration = field(default_factory=Exploration)
     mutant: str | None = None
+    kafka_mutant: str | None = None
 
     @property
     def planted(self) -> str:
-        return f" with the planted defect {self.mutant} (elr explore --mutant)" if self.mutant else ""
+        model = f" with the planted defect {self.mutant} (elr explore --mutant)" if self.mutant else ""
+        kafka = f" with Kafka mutant {self.kafka_mutant} (elr explore --kafka-mutant)" if self.kafka_mutant else ""
+        return model + kafka
 
     def run(self, scenario: Scenario, session: Any, where: Path) -> tuple[RunResult, str]:
         result = run_scenario(scenario, self.backend(session=session, version=self.version), self.profile, where,
@@ -437,8 +442,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-replays", type=bounded("--shrink-replays", 0, MAX_SHRINK_REPLAYS), default=30)
     parser.add_argument("--mutant", choices=sorted(MUTANTS), default=None,
                         help="plant this defect in the oracle (proves the exploration finds a planted bug)")
+    parser.add_argument("--kafka-mutant", default=None, metavar="ID",
+                        help="plant this mutant of Kafka's code in every cluster (an id of `elr kafka-mutants list`): "
+                             "hunt a mutant the suite does not kill, the model as the oracle")
     parser.add_argument("--out", type=Path, default=Path(".elr-explore"))
     args = parser.parse_args(argv)
+    if args.kafka_mutant:
+        from pytest_elr.sut.instrument import MUTANT_ENV, mutant_class
+
+        try:
+            mutant_class(args.kafka_mutant)
+        except ValueError as exc:
+            parser.error(f"--kafka-mutant: {exc}")
+        if args.backend != "kafka":
+            parser.error("--kafka-mutant plants a bug in Kafka: it needs --backend kafka")
+        os.environ[MUTANT_ENV] = args.kafka_mutant  # every cluster of this process, replays included
     try:
         backend = load_backend(args.backend)
     except BackendError as exc:
@@ -454,10 +472,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     explorer = Explorer(backend, args.kafka_version, args.profile, oracle, args.out, ClusterSpec(brokers=BROKERS),
                         TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR),
-                        confirm=args.confirm, shrink_replays=args.shrink_replays, mutant=args.mutant)
-    print(f"exploring {args.backend} {args.kafka_version or ''} under {args.profile}"
-          f"{' with mutant ' + args.mutant if args.mutant else ''} for {args.budget:.0f} s (seed {args.seed})",
-          flush=True)
+                        confirm=args.confirm, shrink_replays=args.shrink_replays, mutant=args.mutant,
+                        kafka_mutant=args.kafka_mutant)
+    print(f"exploring {args.backend} {args.kafka_version or ''} under {args.profile}{explorer.planted} "
+          f"for {args.budget:.0f} s (seed {args.seed})", flush=True)
     interrupted = False
     try:
         explorer.explore(schedules(oracle, args.seed, args.steps, kinds), time.monotonic() + args.budget)
