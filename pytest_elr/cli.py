@@ -51,6 +51,8 @@ COMMANDS: dict[str, Command] = {
     "bench cluster": Command("pytest_elr.faults.bench:main", "a real cluster: start, cut, ISR shrink, fencing, memory"),
     "bench power-off": Command("pytest_elr.faults.bench_power_off:main",
                                "Kafka on the FUSE layer vs a plain dir; power off"),
+    "bench kafka-agents": Command("pytest_elr.schedule.bench_kafka_agents:main",
+                                  "cluster start with JaCoCo or a planted mutant vs plain"),
     "bench lazyfs": Command("pytest_elr.lazyfs.bench:main", "fsync'd appends: the FUSE layer vs a plain directory"),
 }
 

@@ -11,7 +11,8 @@ one runs exactly as before -- coverage off costs nothing):
   mutant id, on the controllers for a controller class and on the brokers for a broker class.
 
 The jars come from Maven Central and are built once per agent source and versions into
-``$PYTEST_ELR_BUILD_DIR/agents-<hash>``, mounted read-only into each node.
+``$PYTEST_ELR_BUILD_DIR/agents-<hash>``, copied into each node before its JVM starts; the coverage
+directory is mounted into the nodes.
 
 The environment names what a cluster of the ``kafka`` backend runs with, so pytest, ``elr explore``
 and a campaign's child runs share one switch: ``PYTEST_ELR_KAFKA_COVERAGE`` (a directory for the
@@ -84,6 +85,11 @@ class Agents:
     @property
     def mutants(self) -> Path:
         return self.directory / "elr-mutants.jar"
+
+    def jars(self) -> list[Path]:
+        """What a node needs: the agents and what they load (JaCoCo's CLI dumps coverage in the node)."""
+        return [self.directory / n for n in ("jacocoagent.jar", "jacococli.jar", "elr-mutants.jar", "asm.jar",
+                                             "asm-tree.jar")]
 
     def classpath(self) -> str:
         """The mutation tool with ASM, for ``java -cp`` on the host (listing mutants)."""
@@ -209,11 +215,3 @@ class Instrumentation:
         if self.mutant_here(is_broker):
             options.append(f"-javaagent:{AGENTS_IN_NODE}/elr-mutants.jar={self.mutant}")
         return " ".join(options)
-
-    def mounts(self, agents: Agents) -> list[tuple[str, str, str]]:
-        """(host path, node path, mode) bind mounts: the jars, and the coverage directory."""
-        out = [(str(agents.directory), AGENTS_IN_NODE, "ro")]
-        if self.coverage_dir is not None:
-            self.coverage_dir.mkdir(parents=True, exist_ok=True)
-            out.append((str(self.coverage_dir), COVERAGE_IN_NODE, "rw"))
-        return out

@@ -114,9 +114,10 @@ class KafkaNode:
         self._tc.ports[f"{TOXIPROXY_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
         if spec.is_broker:
             self._tc.ports[f"{CLIENT_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
-        if instrumentation is not None and agents is not None:
-            for host, inside, mode in instrumentation.mounts(agents):
-                self._tc.with_volume_mapping(host, inside, mode)
+        self._agents = agents
+        if instrumentation is not None and instrumentation.coverage_dir is not None:
+            instrumentation.coverage_dir.mkdir(parents=True, exist_ok=True)
+            self._tc.with_volume_mapping(str(instrumentation.coverage_dir), COVERAGE_IN_NODE, "rw")
         self.toxiproxy: ToxiproxyClient | None = None
 
     @property
@@ -168,6 +169,13 @@ class KafkaNode:
         self.toxiproxy.populate(self.proxy_specs())
         self.put_file("/etc/kafka/server.properties",
                       self.topology.render(self.spec, self.client_port))
+        if self.instrumentation is not None and self._agents is not None:
+            # Copied in, not mounted: a JVM restarted later needs them even if the host's cache is gone.
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                for jar in self._agents.jars():
+                    tar.add(str(jar), arcname=f"{AGENTS_IN_NODE.rsplit('/', 1)[1]}/{jar.name}")
+            self.container.put_archive(AGENTS_IN_NODE.rsplit("/", 1)[0], buf.getvalue())
 
     def put_file(self, path: str, content: str) -> None:
         directory, _, fname = path.rpartition("/")
