@@ -605,17 +605,18 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     except (BackendError, KeyboardInterrupt, SystemExit, pytest.skip.Exception) as exc:
         _unjudged(item, exc)
         raise
-    except BaseException:
-        _judge_handles(item)
+    except BaseException as exc:
+        _judge_handles(item, raised=exc)
         raise
     problems = _judge_handles(item)
     if problems:
         raise ScenarioFailure("\n".join(problems))
 
 
-def _judge_handles(item: pytest.Item) -> list[str]:
+def _judge_handles(item: pytest.Item, raised: BaseException | None = None) -> list[str]:
     """Judge every run of the test (once: ``verdict()`` may have judged it already); each joins the
-    verdict table, the report and JUnit once; what did not pass, in words."""
+    verdict table, the report and JUnit once; what did not pass, in words. A test whose body
+    ``raised`` failed whatever the verdict: its runs' rows say so."""
     problems: list[str] = []
     kept = item.stash.setdefault(KEPT, set())
     for handle in item.stash.get(HANDLES, []):
@@ -628,6 +629,10 @@ def _judge_handles(item: pytest.Item) -> list[str]:
                 kept.add(id(handle))
                 _keep_result(item, handle.result)
             raise
+        if raised is not None and result.passed:
+            first = (str(raised).strip().splitlines() or [""])[0]
+            result.passed = False
+            result.message = f"the test failed: {type(raised).__name__}: {first}"
         if id(handle) not in kept:
             kept.add(id(handle))
             _keep_result(item, result)

@@ -172,3 +172,17 @@ def test_min_isr_is_a_deprecated_alias_of_min_insync_replicas(pytester: pytest.P
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*give min_insync_replicas only*"])
+
+
+def test_a_test_that_fails_by_itself_gets_a_failed_row_though_its_verdict_is_clean(
+        pytester: pytest.Pytester) -> None:
+    """The row never says PASS for a test pytest reports as failed (here: an expectation)."""
+    pytester.makepyfile(test_wrong="""
+        def test_wrong(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2, profile="kip966")
+            c.produce(5)
+            c.expect(leader=2)
+    """)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*leader: expected 2, observed 0*", "test_wrong *kip966*no loss*FAIL"])
