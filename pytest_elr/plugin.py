@@ -602,7 +602,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     that fails is the test's *failure* (a loss is never an error of the harness)."""
     try:
         yield
-    except (BackendError, KeyboardInterrupt, SystemExit, pytest.skip.Exception) as exc:
+    except (BackendError, KeyboardInterrupt, SystemExit, pytest.skip.Exception, pytest.xfail.Exception) as exc:
         _unjudged(item, exc)
         raise
     except BaseException as exc:
