@@ -1,20 +1,23 @@
 """The Python API: script a scenario in a test instead of YAML.
 
     def test_last_replica_standing(elr_cluster):
-        c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_isr=2)
+        c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2)
         c.produce(10)
         c.isolate(0)
         c.expect(leader=1, isr=[1, 2], elr=[])
         c.power_off(2)
         ...
-        assert not c.verdict().lost
 
 Every action of the language is a method named as its YAML key, taking the same arguments:
 ``c.cut(from_=0, to="controller")`` is ``- cut: {from: 0, to: controller}``; one positional
 argument is the scalar form (``c.isolate(0)`` is ``- isolate: 0``), several a list
 (``c.power_off(1, 2)``), ``c.isolate(0, from_="brokers")`` the mapping with ``broker`` first.
 The arguments are read by the same parser as the YAML, so they are validated the same way, and
-errors name the calling line. Each call runs on the same executor as a YAML step.
+errors name the calling line. Each call runs on the same executor as a YAML step, and the run is
+judged as a scenario is (``judge``: the final read, the proof by presence, the fault that must bite,
+the chosen checker) when the test calls :meth:`ClusterHandle.verdict` or, under pytest, when the
+test ends. ``acked_loss="found"`` (a scenario's ``verdict: {acked_loss: found}``) declares a
+negative control.
 """
 
 from __future__ import annotations
@@ -27,13 +30,12 @@ from typing import Any
 
 from pytest_elr.actions import FORMS, Action
 from pytest_elr.backends.base import Backend
-from pytest_elr.checker import Verdict, check_history
-from pytest_elr.core.errors import ScenarioError
-from pytest_elr.core.history import History
+from pytest_elr.checker import Checker, Verdict, inline_checker
+from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.limits import MAX_STEP_TIMEOUT_S
 from pytest_elr.core.observation import Observation, ProduceOutcome
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
-from pytest_elr.scenario.executor import Executor, StepContext
+from pytest_elr.scenario.executor import RunResult, ScenarioRun, StepContext
 from pytest_elr.scenario.loader import actions_from_python, expectation_from_python
 from pytest_elr.scenario.schema import LossExpectation, Scenario, Step
 
@@ -43,20 +45,32 @@ _POSITIONAL_KEY = {"isolate": "broker", "produce": "count"}
 
 
 class ClusterHandle:
+    """One run of a scenario scripted in Python: a :class:`ScenarioRun` with no steps of its own,
+    whose actions and expectations come from the test's calls."""
+
     def __init__(self, backend: Backend, profile: str, cluster: ClusterSpec, topic: TopicSpec,
-                 history_root: Path | None = None, name: str = "python-api") -> None:
+                 history_root: Path | None = None, name: str = "python-api", *,
+                 verdict: LossExpectation | None = None, checker: Checker = inline_checker,
+                 path: str = "<python>", line: int = 0, start: bool = True) -> None:
         scenario = Scenario(
-            name=name, path="<python>", description="", profiles=(profile,), cluster=cluster,
-            topic=topic, workload=None, steps=(), verdict=LossExpectation(),
+            name=name, path=path, description="", profiles=(profile,), cluster=cluster,
+            topic=topic, workload=None, steps=(), verdict=verdict or LossExpectation(), line=line,
         )
         self.brokers = cluster.brokers
-        self.history = History.create(history_root, scenario=name, scenario_file="<python>",
-                                      backend=backend.name, profile=profile, topic=topic.name,
-                                      min_insync_replicas=topic.min_insync_replicas)
-        self._executor = Executor(scenario, backend, profile, self.history)
-        self._executor.start()
+        self.run = ScenarioRun(scenario, backend, profile, history_root, checker)
+        self.history = self.run.history
+        self._executor = self.run.executor
         self._ctx = StepContext(hwm_before=None)
-        self._closed = False
+        #: the judged run (after :meth:`verdict`, or when the test ended under pytest)
+        self.result: RunResult | None = None
+        self.started = False
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Bring the cluster up; raises BackendError (the run closed) when it cannot start."""
+        self.run.start()
+        self.started = True
 
     # --- actions: one method per YAML form ----------------------------------------------------
 
@@ -80,11 +94,21 @@ class ClusterHandle:
         self._apply(action, _caller())
 
     def _apply(self, action: Action, where: tuple[str, int]) -> None:
+        self._refuse_after_verdict(action.kind, where)
         # The loader refuses impossible sequences before a YAML run; a script learns at the call.
         problem = action.refused_in(self._executor.lifecycle)
         if problem is not None:
             raise ScenarioError(f"{action.kind}: {problem}", *where)
+        if action.lossy:
+            # What a lossy action may take is read first, so its loss is proved by presence (a
+            # YAML run reads at each step's end; a script has steps only where it calls expect).
+            self._executor.read_for_presence(f"line {where[1]}", self._executor.backend.observe())
         self._executor.apply(action, self._ctx)
+
+    def _refuse_after_verdict(self, what: str, where: tuple[str, int]) -> None:
+        if self.result is not None:
+            raise ScenarioError(f"{what}: the run was already judged (verdict() heals, reads back and "
+                                "closes the cluster): call it last", *where)
 
     # --- observation ---------------------------------------------------------------------------
 
@@ -98,8 +122,10 @@ class ClusterHandle:
 
     def expect(self, timeout: float | None = None, **expected: Any) -> Observation:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
-        fenced=, hwm=, produce=, rejected=, lost=, recovering=); raise ScenarioFailure if not."""
+        fenced=, hwm=, produce=, rejected=, lost=, recovering=); raise ScenarioFailure if not.
+        Like a YAML step's end: the invariants are checked and what became readable is read."""
         where = _caller()
+        self._refuse_after_verdict("expect", where)
         checks = expectation_from_python(expected, self.brokers, where)
         if timeout is not None and not 0 < timeout <= MAX_STEP_TIMEOUT_S:
             raise ScenarioError(f"expect: timeout must be more than 0 and at most {MAX_STEP_TIMEOUT_S:g}s, "
@@ -109,23 +135,36 @@ class ClusterHandle:
         self._ctx.protocol_errors += self._executor.backend.protocol_errors()
         obs = self._executor.await_expectations(step, self._ctx)
         self._executor.check_invariants(step, obs)
+        self._executor.read_for_presence(f"line {where[1]}", obs)
         self._ctx = StepContext(hwm_before=self._executor.last_hwm)
         return obs
 
+    # --- the verdict ---------------------------------------------------------------------------
+
+    def finish(self) -> RunResult:
+        """Judge the run as a YAML run is judged (once): heal and restart everything, read the
+        partition back, check the final read, prove losses by presence, run the checker and hold
+        its verdict to the declared one. The cluster is released. Raises BackendError when the
+        backend failed (an error of the harness, not a verdict)."""
+        if self.result is None:
+            self.result = self.run.finish()
+            if self.run.broken:
+                raise BackendError(self.result.message)
+        return self.result
+
     def verdict(self) -> Verdict:
-        """Heal everything, read the partition back, and judge the acks=all records."""
-        ex = self._executor
-        ex.finale()
-        for record in ex.backend.drain().records:
-            self.history.record("consume", partition=0, offset=record.offset, value=record.value,
-                                reader="drain")
-        return check_history(self.history.events)
+        """The checker's verdict on the acks=all records (see :meth:`finish`). Whether the run
+        passed -- the verdict is the one declared, the fault bit, the loss is proved -- is
+        ``result.passed``; under pytest a run that did not pass fails its test."""
+        verdict = self.finish().verdict
+        if verdict is None:  # the run failed before a checker judged it
+            raise BackendError(self.finish().message)
+        return verdict
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._executor.backend.close()
-            self.history.close("closed")
+        """Release the cluster without a verdict, unless the run was judged already."""
+        if self.result is None:
+            self.run.close("closed")
 
 
 def _arguments(form: str, args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[str, int]) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,8 @@ from pytest_elr.core.limits import MAX_BROKERS
 from pytest_elr.core.versions import VersionError, resolve_versions
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun, say_difference
-from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario
-from pytest_elr.scenario.schema import Scenario, unexplained
+from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario, verdict_from_python
+from pytest_elr.scenario.schema import LossExpectation, Scenario, unexplained
 from pytest_elr.settings import SETTINGS, add_options, path_setting, setting, setting_source
 
 SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
@@ -42,6 +43,9 @@ JUNIT_PROPERTIES = pytest.StashKey[list[tuple[str, Any]]]()
 CONFIRMATION = pytest.StashKey[Confirmation]()
 #: why the session's verdicts could not be confirmed (Spark would not start or read them)
 CONFIRMATION_FAILED = pytest.StashKey[str]()
+#: a Python test's cluster handles, judged when its body ends; and those already in RESULTS
+HANDLES = pytest.StashKey[list[ClusterHandle]]()
+KEPT = pytest.StashKey[set[int]]()
 #: the key under which an xdist worker sends its runs to the controller
 WORKER_RESULTS = "pytest_elr_results"
 
@@ -54,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "elr_scenario: a YAML scenario collected by pytest-elr")
     config.addinivalue_line("markers", "elr_real_cluster: needs Docker and the project's images")
     config.addinivalue_line("markers", "elr_profile(name): profile a Python-API test runs under")
+    config.addinivalue_line("markers", "elr_verdict(acked_loss='found', by_profile=...): what a Python-API "
+                                       "test's verdict must be, as a scenario's verdict: key")
     config.stash[RESULTS] = []
     _check_options(config)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
@@ -165,12 +171,19 @@ class ScenarioFile(pytest.File):
         return super().repr_failure(excinfo)
 
 
+def _unrunnable(backend: type[Backend], profile: str) -> str | None:
+    """Why ``profile`` is skipped on ``backend`` (a YAML run and a Python test alike), or None."""
+    if profile not in backend.profiles:
+        return (f"profile {profile} cannot run on the {backend.name} backend "
+                f"(it runs {', '.join(sorted(backend.profiles))})")
+    return None
+
+
 def _mark(item: pytest.Item, scenario: Scenario, backend: type[Backend], profile: str, version: str | None) -> None:
     """Skips (shown with their reason by pytest -rs, never counted as passes) and known failures."""
-    if profile not in backend.profiles:
-        item.add_marker(pytest.mark.skip(
-            reason=f"profile {profile} cannot run on the {backend.name} backend "
-                   f"(it runs {', '.join(sorted(backend.profiles))})"))
+    unrunnable = _unrunnable(backend, profile)
+    if unrunnable is not None:
+        item.add_marker(pytest.mark.skip(reason=unrunnable))
     elif scenario.backends is not None and backend.name not in scenario.backends:
         item.add_marker(pytest.mark.skip(
             reason=f"not stageable on the {backend.name} backend "
@@ -285,6 +298,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = str(error)
     elif isinstance(error, BackendError):  # infrastructure: what failed and how to fix it, no traceback
         report.longrepr = f"{item.nodeid}: the {setting(item.config, 'backend')} backend could not run: {error}"
+        if call.when == "call" and not isinstance(item, ScenarioItem):
+            # A Python test brings its cluster up in its body: a cluster that cannot start (no
+            # engine, no image) is still an error of the harness -- in JUnit too (docs/ci.md) --
+            # never a failure like lost data. pytest counts errors by the phase a report names.
+            report.when = "setup"
     return report
 
 
@@ -517,31 +535,124 @@ def elr_kafka_version(request: pytest.FixtureRequest) -> str | None:
 @pytest.fixture
 def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
                 elr_kafka_version: str | None) -> Iterator[Callable[..., ClusterHandle]]:
-    """Factory of cluster handles on the selected backend; every handle is closed afterwards."""
-    handles: list[ClusterHandle] = []
+    """Factory of cluster handles on the selected backend. Each run is judged as a YAML run is
+    when the test ends (:func:`pytest_runtest_call`), and released afterwards."""
+    unrunnable = _unrunnable(_backend_class(request.config), elr_profile)
+    if unrunnable is not None:  # as the same YAML is skipped: before anything starts
+        pytest.skip(unrunnable)
+    handles: list[ClusterHandle] = request.node.stash.setdefault(HANDLES, [])
 
-    def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_isr: int = 2,
-             controllers: int = 1, profile: str | None = None, topic: str = "elr-test") -> ClusterHandle:
-        # Validated as a scenario's cluster and topic: errors name the test's own line.
+    def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_insync_replicas: int | None = None,
+             controllers: int = 1, profile: str | None = None, topic: str = "elr-test",
+             acked_loss: str | None = None, min_isr: int | None = None) -> ClusterHandle:
+        # Validated as a scenario's cluster, topic and verdict: errors name the test's own line.
         frame = sys._getframe(1)
         where = (frame.f_code.co_filename, frame.f_lineno)
+        if min_isr is not None:
+            if min_insync_replicas is not None:
+                raise ScenarioError("elr_cluster: give min_insync_replicas only (min_isr is its old name)", *where)
+            warnings.warn("elr_cluster(min_isr=...) is deprecated: use min_insync_replicas=..., the scenario "
+                          "language's name", DeprecationWarning, stacklevel=2)
+            min_insync_replicas = min_isr
         ids = list(range(brokers)) if isinstance(brokers, int) and 0 < brokers <= MAX_BROKERS else brokers
         spec, topic_spec = cluster_and_topic_from_python(
             {"brokers": ids, "controllers": controllers},
-            {"name": topic, "replicas": ids if replicas is None else replicas, "min_insync_replicas": min_isr},
+            {"name": topic, "replicas": ids if replicas is None else replicas,
+             "min_insync_replicas": 2 if min_insync_replicas is None else min_insync_replicas},
             where)
         chosen = profile or elr_profile
         if chosen not in PROFILE_NAMES:
             raise ScenarioError(f"elr_cluster: unknown profile {chosen!r}; expected one of "
                                 f"{', '.join(PROFILE_NAMES)}", *where)
+        unrunnable = _unrunnable(_backend_class(request.config), chosen)
+        if unrunnable is not None:
+            pytest.skip(unrunnable)
+        verdict = _declared_verdict(request, acked_loss, where)
         handle = ClusterHandle(_new_backend(request.config, elr_kafka_version), chosen, spec, topic_spec,
-                               _history_dir(request.config), name=request.node.name)
+                               _history_dir(request.config), name=request.node.name, verdict=verdict,
+                               checker=_checker(request.config), path=where[0], line=where[1], start=False)
         handles.append(handle)
+        handle.start()  # a BackendError here is the test's error (pytest_runtest_makereport)
         return handle
 
     yield make
     for handle in handles:
         handle.close()
+
+
+def _declared_verdict(request: pytest.FixtureRequest, acked_loss: str | None,
+                      where: tuple[str, int]) -> LossExpectation:
+    """The test's ``verdict``: ``elr_cluster(acked_loss=...)``, else its ``elr_verdict`` marker,
+    read as a scenario's ``verdict:`` is."""
+    if acked_loss is not None:
+        return verdict_from_python({"acked_loss": acked_loss}, where)
+    marker = request.node.get_closest_marker("elr_verdict")
+    if marker is None:
+        return LossExpectation()
+    if marker.args:
+        raise ScenarioError("elr_verdict: give keywords, as a scenario's verdict: key "
+                            "(acked_loss='found', by_profile={...})", *where)
+    return verdict_from_python(dict(marker.kwargs), where)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A Python test's runs are judged when its body returns -- or raises: then the table and the
+    report still get the run, and the test's own error stands -- in the call phase, so a verdict
+    that fails is the test's *failure* (a loss is never an error of the harness)."""
+    try:
+        yield
+    except (BackendError, KeyboardInterrupt, SystemExit, pytest.skip.Exception, pytest.xfail.Exception) as exc:
+        _unjudged(item, exc)
+        raise
+    except BaseException as exc:
+        _judge_handles(item, raised=exc)
+        raise
+    problems = _judge_handles(item)
+    if problems:
+        raise ScenarioFailure("\n".join(problems))
+
+
+def _judge_handles(item: pytest.Item, raised: BaseException | None = None) -> list[str]:
+    """Judge every run of the test (once: ``verdict()`` may have judged it already); each joins the
+    verdict table, the report and JUnit once; what did not pass, in words. A test whose body
+    ``raised`` failed whatever the verdict: its runs' rows say so."""
+    problems: list[str] = []
+    kept = item.stash.setdefault(KEPT, set())
+    for handle in item.stash.get(HANDLES, []):
+        if not handle.started:
+            continue
+        try:
+            result = handle.finish()
+        except BackendError:  # the backend failed while judging: the test's error, with its row
+            if handle.result is not None and id(handle) not in kept:
+                kept.add(id(handle))
+                _keep_result(item, handle.result)
+            raise
+        if raised is not None and result.passed:
+            first = (str(raised).strip().splitlines() or [""])[0]
+            result.passed = False
+            result.message = f"the test failed: {type(raised).__name__}: {first}"
+        if id(handle) not in kept:
+            kept.add(id(handle))
+            _keep_result(item, result)
+        if not result.passed:
+            problems.append(result.message)
+    return problems
+
+
+def _unjudged(item: pytest.Item, exc: BaseException) -> None:
+    """Runs the test left unjudged (the backend failed, or the test was skipped or interrupted):
+    released; a failed backend's run still gets its row."""
+    for handle in item.stash.get(HANDLES, []):
+        if handle.result is None and isinstance(exc, BackendError):
+            handle.run.close("error")
+            _keep_result(item, handle.run.result(False, f"backend {handle.run.backend.name} failed: {exc}"))
+
+
+def _keep_result(item: pytest.Item, result: RunResult) -> None:
+    item.config.stash[RESULTS].append(result)
+    _record_for_junit(item, result)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

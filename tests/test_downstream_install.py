@@ -70,20 +70,66 @@ def fresh_namespace() -> Iterator[str]:
         run("docker", "rmi", tag)
 
 
-def test_from_the_wheel_alone_model_then_images_then_kafka_with_xdist(dist: Path, tmp_path: Path,
-                                                                     fresh_namespace: str) -> None:
-    env_dir = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def bare_venv(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A virtual environment with the wheel alone (no extras), and a user's shell environment:
+    no PYTHONPATH into the checkout, the venv first on PATH."""
+    env_dir = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
     python, bin_dir = env_dir / "bin" / "python", env_dir / "bin"
     wheel = next(dist.glob("pytest_elr-*.whl"))
     installed = run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
     assert installed.returncode == 0, installed.stderr[-3000:]
-
-    project = tmp_path / "downstream"  # no checkout anywhere above it
-    shutil.copytree(ROOT / "examples" / "downstream", project)
-    # Only what a user's shell has: no PYTHONPATH into the checkout, the venv first on PATH.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_ELR_", "PYTHON"))}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env_dir, env
+
+
+#: a user's Python tests: the legacy profile loses acknowledged records (its last ISR member comes
+#: back from a power cut and is elected again); undeclared that fails the test, declared it passes
+LOSSY_TESTS = """
+import pytest
+
+def lose(c):
+    assert c.produce(10).acked == 10
+    c.isolate(0, from_="all")
+    c.isolate(1)
+    c.power_off(2)
+    c.heal()
+    c.restart(2)
+
+@pytest.mark.elr_profile("legacy")
+def test_undeclared_loss(elr_cluster):
+    lose(elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2))
+
+@pytest.mark.elr_profile("legacy")
+@pytest.mark.elr_verdict(acked_loss="found")
+def test_declared_loss(elr_cluster):
+    lose(elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2))
+"""
+
+
+def test_from_the_wheel_a_python_test_is_judged_as_a_scenario(bare_venv: tuple[Path, dict[str, str]],
+                                                              tmp_path: Path) -> None:
+    env_dir, env = bare_venv
+    (tmp_path / "test_lossy.py").write_text(LOSSY_TESTS)
+    model = run(env_dir / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers",
+                "--rootdir", tmp_path, tmp_path, "--elr-backend=model", "-rA", cwd=tmp_path, env=env)
+    out = model.stdout + model.stderr
+    assert model.returncode == 1, out[-3000:]
+    assert "1 failed, 1 passed" in model.stdout, out[-3000:]
+    assert "FAILED test_lossy.py::test_undeclared_loss" in model.stdout, out[-3000:]
+    assert "10 acknowledged acks=all records lost" in model.stdout, out[-3000:]
+    assert "Traceback" not in out
+
+
+def test_from_the_wheel_alone_model_then_images_then_kafka_with_xdist(bare_venv: tuple[Path, dict[str, str]],
+                                                                     tmp_path: Path, fresh_namespace: str) -> None:
+    env_dir, env = bare_venv
+    env = dict(env)
+    python, bin_dir = env_dir / "bin" / "python", env_dir / "bin"
+    project = tmp_path / "downstream"  # no checkout anywhere above it
+    shutil.copytree(ROOT / "examples" / "downstream", project)
     pytest_cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "-q", "--rootdir",
                   project, project]
 

@@ -20,7 +20,7 @@ API_MISUSE = {
     "crash twice": ("c.crash(1); c.crash(1)", "broker 1 is stopped at this point"),
     "too many brokers": ("elr_cluster(brokers=100)", "cluster.brokers: expected a number from 1 to 9, got 100"),
     "repeated replica": ("elr_cluster(brokers=3, replicas=[0, 0, 1])", "a broker can hold only one replica"),
-    "min isr zero": ("elr_cluster(brokers=3, min_isr=0)", "expected a number from 1 to 99, got 0"),
+    "min isr zero": ("elr_cluster(brokers=3, min_insync_replicas=0)", "expected a number from 1 to 99, got 0"),
     "two controllers": ("elr_cluster(brokers=3, controllers=2)", "expected 1 or 3, got 2"),
     "zero timeout": ("c.expect(timeout=0, leader=0)", "timeout must be more than 0"),
 }
@@ -31,7 +31,7 @@ def test_python_api_misuse_names_the_callers_line(case: str, pytester: pytest.Py
     call, fragment = API_MISUSE[case]
     pytester.makepyfile(test_misuse=f"""
         def test_it(elr_cluster):
-            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_isr=2)
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2)
             {call}
     """)
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline")
@@ -46,7 +46,7 @@ def test_python_api_leader_none_on_a_leaderless_partition(pytester: pytest.Pytes
     """`leader="none"` (as YAML spells it) and `leader=None` both mean no leader."""
     pytester.makepyfile(test_none="""
         def test_it(elr_cluster):
-            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_isr=2)
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2)
             c.isolate(0); c.isolate(1); c.isolate(2)
             c.expect(leader="none")
             c.expect(leader=None)

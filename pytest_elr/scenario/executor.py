@@ -212,6 +212,8 @@ class Executor:
         #: mutant campaign needs to know that a run fails, not everything that fails after)
         self.stop_at_first_failure = False
         self.stopped_early = False  # it did: no finale, no final read, so no verdict to judge
+        #: a lossy action was done (a YAML step's or a Python API call's): the fault must bite
+        self.lossy_applied = False
 
     @property
     def last_hwm(self) -> int | None:
@@ -331,7 +333,7 @@ class Executor:
         ctx.protocol_errors += self.backend.protocol_errors()
         obs = self.await_expectations(step, ctx)
         self.check_invariants(step, obs)
-        self._read_for_presence(step.label, obs)
+        self.read_for_presence(step.label, obs)
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), StepContext(None), record=False)  # type: ignore[union-attr,arg-type]
         self.history.record("step", phase="end")
@@ -342,6 +344,7 @@ class Executor:
         if record and action.fault:
             self.history.record("fault", **action.describe())
         self.lifecycle.update(action.transitions())
+        self.lossy_applied |= action.lossy
         if isinstance(action, SetMinIsr):
             self.min_isr = action.value
         result = self.backend.apply(action)
@@ -714,7 +717,7 @@ class Executor:
 
     # --- reads: before the end, and the final one -----------------------------------------------
 
-    def _read_for_presence(self, label: str, obs: Observation) -> None:
+    def read_for_presence(self, label: str, obs: Observation) -> None:
         """Read what became readable since the last read: a record that disappears later is then
         proved lost by having been seen (and by whom it was served)."""
         if obs.leader is None or obs.hwm is None or obs.hwm <= self._read_to:
@@ -935,6 +938,8 @@ class ScenarioRun:
         )
         self.executor = Executor(scenario, backend, profile, self.history, progress, oracle)
         self._closed = False
+        #: the backend failed while the run finished (an error of the harness, not a finding)
+        self.broken = False
 
     def start(self) -> None:
         """Raises BackendError (after closing the run) when the system under test cannot start."""
@@ -970,6 +975,7 @@ class ScenarioRun:
             passed, message, broken = False, f"{scenario.path}: backend {backend.name} failed: {exc}", True
         finally:
             self._release()
+        self.broken = broken
         self.close("passed" if passed else ("error" if broken else "failed"))
         return self.result(passed, message or "", verdict, failures)
 
@@ -995,7 +1001,7 @@ class ScenarioRun:
     def close(self, outcome: str) -> None:
         if not self._closed:
             self._closed = True
-            if outcome == "error":
+            if outcome in ("error", "closed"):  # not finished: the backend is released here
                 self._release()
             self.history.close(outcome)
 
@@ -1020,7 +1026,7 @@ def run_scenario(
 def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> ScenarioFailure | None:
     """None when the run's verdict is the one the scenario expects, else why not (its failure is
     the verdict's, named by what went wrong)."""
-    lossy = any(a.lossy for s in scenario.steps for a in s.actions)
+    lossy = ex.lossy_applied or any(a.lossy for s in scenario.steps for a in s.actions)
     bit = any(loss.bit for loss in ex.losses)
     head = f"{scenario.path}: verdict on backend {ex.backend.name}, profile {profile}: "
 

@@ -520,3 +520,9 @@ def actions_from_python(form: str, value: Any, brokers: tuple[int, ...], where: 
         reader.fail(None, f"unknown action {form!r}{did_you_mean(form, action_forms())}; "
                           f"actions are {', '.join(action_forms())}")
     return FORMS[form].parse(form, python_node(value), reader, form)
+
+
+def verdict_from_python(verdict: dict[str, Any], where: tuple[str, int]) -> LossExpectation:
+    """``elr_cluster(acked_loss=...)`` or ``@pytest.mark.elr_verdict(...)``, validated exactly as a
+    scenario's ``verdict``."""
+    return _Builder(PythonReader(where)).verdict(python_node(verdict))
