@@ -161,6 +161,11 @@ def test_a_campaign_resumes_where_it_stopped(tmp_path: Path, index: km.CoverageI
     km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
     assert sorted(ran) == sorted(m.id for m in mutants)  # each exactly once
     assert len(km.results_of([tmp_path])) == 10
+    # --retry: those that ended so run again, and their new result replaces the old one
+    km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"no-start"}))
+    again = [m.id for m in mutants if m.line % 3 == 2]
+    assert ran[10:] == again and len(km.results_of([tmp_path])) == 10
 
 
 def test_the_report_names_each_survivor_in_words(tmp_path: Path, index: km.CoverageIndex,

@@ -127,6 +127,8 @@ class KafkaBackend(Backend):
         # LeaderRecoveryState last read, and the partition state it was read for
         self._recovery_read: tuple[tuple[object, ...], bool | None] | None = None
         self._started_at = time.monotonic()
+        #: per node, what the mutation agent reported at the run's end (``sut.instrument``)
+        self.planted_mutants: dict[str, str] = {}
 
     @classmethod
     def new_session(cls) -> ClusterPool[Any]:
@@ -193,6 +195,8 @@ class KafkaBackend(Backend):
             self.stop_workload()
             if self.cluster is not None:
                 cluster, self.cluster = self.cluster, None
+                # Read first: a cluster that cannot heal is evicted, and its nodes with it.
+                self.planted_mutants = cluster.planted_mutants()
                 try:  # back to health for the next scenario of the same shape
                     self.faults.heal_everything()
                     self._collect_instrumentation(cluster)
@@ -218,7 +222,7 @@ class KafkaBackend(Backend):
         run = {"run_id": meta["run_id"], "scenario": meta.get("scenario"), "scenario_file": meta.get("scenario_file"),
                "profile": meta.get("profile"), "kafka_version": self.kafka_version, "jvms_dumped": dumped,
                "seconds": round(time.monotonic() - self._started_at, 1), "mutant": instrumentation.mutant,
-               "planted": cluster.planted_mutants()}
+               "planted": self.planted_mutants}
         (instrumentation.coverage_dir / cluster.coverage_run / "run.json").write_text(json.dumps(run, indent=1))
 
     # --- actions: one handler per action class -----------------------------------------------

@@ -188,11 +188,10 @@ def run_one(mutant_id: str, runs: Sequence[dict[str, Any]], version: str, histor
     try:
         for run in runs:
             scenario = load_scenario(run["scenario_file"])
-            result = run_scenario(scenario, KafkaBackend(session=pool, version=version), run["profile"], history_root,
-                                  stop_at_first_failure=True)
+            backend = KafkaBackend(session=pool, version=version)
+            result = run_scenario(scenario, backend, run["profile"], history_root, stop_at_first_failure=True)
             out["runs_tried"] += 1
-            for cluster in pool.clusters():
-                planted.update({k: v for k, v in cluster.planted_mutants().items() if v})
+            planted.update({k: v for k, v in backend.planted_mutants.items() if v})
             outcome, detail = run_outcome(scenario, version, result)
             if outcome != "pass":
                 out.update(status=outcome, by={"scenario": scenario.name, "scenario_file": run["scenario_file"],
@@ -224,10 +223,12 @@ def results_of(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
 
 
 def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, budget_s: float,
-                 shard: tuple[int, int], mutant_timeout_s: float) -> list[dict[str, Any]]:
+                 shard: tuple[int, int], mutant_timeout_s: float,
+                 retry: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Each mutant of this shard not graded yet (or whose status is in ``retry``), until the budget."""
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / f"results-{shard[0]}of{shard[1]}.jsonl"
-    done = results_of([out])
+    done = {i: r for i, r in results_of([out]).items() if r["status"] not in retry}
     todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done]
     started = time.monotonic()
     new: list[dict[str, Any]] = []
@@ -358,6 +359,8 @@ def run_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutant", action="append", default=[], help="only this mutant id (repeatable)")
     parser.add_argument("--method", default=None, help="only mutants of methods matching this regex")
     parser.add_argument("--mutant-timeout", type=parse_duration, default=DEFAULT_MUTANT_TIMEOUT_S)
+    parser.add_argument("--retry", action="append", default=[], choices=STATUSES,
+                        help="run again the mutants that ended so (a later result replaces the earlier)")
     args = parser.parse_args(argv)
     index = CoverageIndex(args.coverage / "lines.json")
     mutants = enumerate_mutants(index.kafka_version)
@@ -376,7 +379,8 @@ def run_main(argv: list[str] | None = None) -> int:
     if not mutants:
         print("elr kafka-mutants run: no mutant to run (none covered, or the filters left none)", file=sys.stderr)
         return 2
-    run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard, mutant_timeout_s=args.mutant_timeout)
+    run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard,
+                 mutant_timeout_s=args.mutant_timeout, retry=frozenset(args.retry))
     lines, _ = summary(results_of([args.out]))
     print("\n".join(lines))
     return 0
