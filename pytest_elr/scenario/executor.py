@@ -36,7 +36,7 @@ from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
-from pytest_elr.scenario.schema import Failure, Scenario, Step
+from pytest_elr.scenario.schema import Failure, Scenario, Step, unexplained
 from pytest_elr.workload.drain import max_acked_offset
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -196,6 +196,8 @@ class Executor:
         self._line: int | None = None
         #: records reads before the end saw (value -> where), for the proof of loss by presence
         self.seen: dict[str, Seen] = {}
+        #: the step's expectations and what was observed for each (the step's end event carries them)
+        self._judged: dict[str, Any] = {}
         self._read_to = 0
         self.lost_by_presence: list[dict[str, Any]] = []
         #: the profile's differences from the KIP the oracle relied on, each once, in order
@@ -244,7 +246,8 @@ class Executor:
                 self._step_run(step)
             except ScenarioFailure as exc:
                 failures.append(exc)
-                self.history.record("step", phase="end", failed=True)
+                # why, in the history too: the report shows it at the step that failed
+                self.history.record("step", phase="end", failed=True, message=str(exc), **self._judged)
         if s.finale:
             try:
                 self.finale()
@@ -301,8 +304,11 @@ class Executor:
 
     def _run_step(self, step: Step) -> Observation:
         self.history.step = step.label
-        self.history.record("step", phase="begin", line=step.line, note=step.note)
+        # the actions as the user wrote them (the report shows the step in the YAML's own form)
+        do = [item for a in step.actions for item in a.to_yaml(self.scenario.cluster.brokers)]
+        self.history.record("step", phase="begin", line=step.line, note=step.note, do=do)
         self._step = step
+        self._judged = {}
         ctx = StepContext(hwm_before=self.last_hwm)
         workload = self.scenario.workload
         background = self._background
@@ -325,7 +331,7 @@ class Executor:
         self._read_for_presence(step.label, obs)
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), StepContext(None), record=False)  # type: ignore[union-attr,arg-type]
-        self.history.record("step", phase="end")
+        self.history.record("step", phase="end", **self._judged)
         self._step = None
         return obs
 
@@ -612,6 +618,8 @@ class Executor:
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
         self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
+        self._judged = {"expected": {k: _as_yaml(v) for k, v in expected.items()},
+                        "observed": {k: _observed(k, obs, ctx) for k in expected}, "mismatches": mismatches}
         if mismatches or ctx.differences:
             raise ScenarioFailure(self._report(step, mismatches, obs, ctx), _failures(step.label, mismatches, ctx))
         return obs
@@ -686,8 +694,8 @@ class Executor:
                           if (v.invariant, str(v)) not in found]
         if not found:
             return
-        for _, violation in found:
-            self.history.record("violation", message=violation)
+        for name, violation in found:
+            self.history.record("violation", message=violation, invariant=name)
         if self.expected_loss == "found":
             # A negative control must lose acknowledged records: the invariants about data (those
             # the loss ledger bounds) break by design and are kept; any other does not follow from
@@ -898,6 +906,28 @@ def _flow(value: Any) -> str:
     return text.strip().removesuffix("...").strip()
 
 
+def _as_yaml(value: Any) -> Any:
+    """An expectation as the scenario writes it (``leader: none``, broker sets as lists)."""
+    if value is None:
+        return "none"
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    return value
+
+
+def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
+    """What the step observed for the expectation ``key``, in the expectation's form."""
+    if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering"):
+        return _as_yaml(getattr(obs, key, None))
+    if key == "produce":
+        return [{"acked": p.acked, "outcomes": p.words()} for p in ctx.produces]
+    if key == "rejected":
+        return list(ctx.protocol_errors)
+    if key == "lost":
+        return sorted(loss.broker for loss in ctx.losses if loss.bit)
+    return None
+
+
 def describe(obs: Observation) -> str:
     recovering = "" if obs.recovering is False else f" recovering={obs.recovering}"
     return (f"leader={_b(obs.leader)} isr={list(obs.isr)} elr={list(obs.elr)} "
@@ -923,6 +953,7 @@ class ScenarioRun:
             profile=profile, kafka_version=backend.kafka_version,
             known_failure=known.because if (known := scenario.known_failure(backend.kafka_version)) else None,
             topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
+            expected_loss=scenario.verdict.for_profile(profile),
         )
         self.executor = Executor(scenario, backend, profile, self.history, progress, oracle)
         self._closed = False
@@ -961,6 +992,11 @@ class ScenarioRun:
             passed, message, broken = False, f"{scenario.path}: backend {backend.name} failed: {exc}", True
         finally:
             self._release()
+        history.meta["message"] = message or None
+        known = scenario.known_failures_on(backend.kafka_version)
+        if known and not passed and unexplained(known, failures) != []:
+            # failed otherwise than its known bug (pytest fails it too): not the known failure
+            history.meta["known_failure"] = None
         self.close("passed" if passed else ("error" if broken else "failed"))
         return self.result(passed, message or "", verdict, failures)
 
