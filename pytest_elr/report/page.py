@@ -67,7 +67,7 @@ dl.facts div { display:flex; flex-direction:column; } dt { color:var(--muted); f
 dd { margin:0; font-weight:650; font-size:16px; font-variant-numeric:tabular-nums; padding:0 2px; }
 dd.small { font-size:13px; font-weight:500; }
 .chart { overflow-x:auto; margin:6px -6px 0; }
-svg.timeline { display:block; max-width:100%; height:auto; }
+svg.timeline, svg.rates { display:block; max-width:100%; height:auto; }
 svg text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; fill:#333; }
 svg .rowname { fill:#4b5563; font-weight:600; } svg .steplabel { font-weight:700; fill:#1f2d3d; }
 svg .marklabel { fill:#8c2d04; font-weight:600; stroke:#fff; stroke-width:3px; paint-order:stroke; }
