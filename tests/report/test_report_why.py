@@ -155,3 +155,15 @@ def test_the_report_says_why_at(width: int, chromium: str, report: Path, tmp_pat
 
     assert m["clipped"] == [], m["clipped"]
     assert m["overflow"] <= 0, f"the page scrolls sideways by {m['overflow']} px at {width} px"
+
+
+def test_a_failure_other_than_the_declared_one_is_not_shown_as_known(tmp_path: Path) -> None:
+    """The release declares T1 to fail at the ISR; it fails at the leader: a failure (pytest fails it too)."""
+    path = tmp_path / "other.elr.yaml"
+    path.write_text(WRONG.format(name="other-bug", known=KNOWN.replace("[leader]", "[isr]")), encoding="utf-8")
+    result = run_scenario(load_scenario(path), Release402(), "kafka", tmp_path / "h")
+    assert not result.passed and result.known_failure == ""
+    meta = json.loads((result.history_dir / "meta.json").read_text(encoding="utf-8"))
+    assert meta["known_failure"] is None and MESSAGE in meta["message"]
+    html = build_report([tmp_path / "h"], tmp_path / "r.html").read_text(encoding="utf-8")
+    assert 'data-result="failed"' in html and "known failure" not in html
