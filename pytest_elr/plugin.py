@@ -20,6 +20,7 @@ from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend, Session
 from pytest_elr.checker import CHECKERS, Checker, Confirmation, inline_checker
+from pytest_elr.checker.verdict import ANOMALIES_DOC, explain
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
@@ -731,8 +732,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for r in results:
         others = {k: n for k, n in (r.verdict.anomalies if r.verdict else {}).items()
                   if n and k not in ("lost", "unseen")}
-        if others:
-            tr.write_line(f"  {r.scenario} [{_run_id(r)}]: also {others}")
+        if others:  # in words: a raw {'acks1_uncommitted': 34} tells a user nothing
+            words = "; ".join(explain(k, n) for k, n in others.items())
+            tr.write_line(f"  {r.scenario} [{_run_id(r)}]: also {words} ({ANOMALIES_DOC})")
     for r in results:
         for proof in r.lost_by_presence:
             tr.write_line(f"  {r.scenario} [{_run_id(r)}]: loss proved by presence: {_proof(proof)}")

@@ -4,7 +4,9 @@ environment that does not see this machine's site-packages, in a directory with 
 From there the installed ``elr images build`` builds the node image from the wheel's own recipes
 under a fresh tag namespace (so nothing built from the checkout is reused), and an example project
 (a YAML suite and a Python test) runs on real Kafka with ``-n 2``. Before any of that, right after
-the bare ``pip install`` (no extras), the same project passes on the model.
+the bare ``pip install`` (no extras), the same project passes on the model. The KIP suite the wheel
+ships runs from the install too, on the model (``pytest --pyargs pytest_elr.scenarios``, ``elr mutants``,
+``elr bench suite``), in a directory with no scenarios of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.sut import images
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +45,11 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_the_wheel_and_the_sdist_carry_the_recipes_and_the_licence(dist: Path, tmp_path: Path) -> None:
+def test_the_wheel_and_the_sdist_carry_the_recipes_the_kip_suite_and_the_licence(dist: Path, tmp_path: Path) -> None:
     recipes = sorted(str(p.relative_to(ROOT)) for p in RECIPES.rglob("*") if p.is_file())
+    # the KIP suite, under the package (in the checkout a link to scenarios/)
+    recipes += [f"pytest_elr/scenarios/{p.name}" for p in (ROOT / "scenarios").iterdir() if p.is_file()]
+    assert "pytest_elr/scenarios/kip966_last_replica_standing.elr.yaml" in recipes
     assert "pytest_elr/sut/recipes/kafka-node/Dockerfile" in recipes
     with zipfile.ZipFile(next(dist.glob("pytest_elr-*.whl"))) as whl:
         names = set(whl.namelist())
@@ -71,18 +77,17 @@ def fresh_namespace() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def bare_venv(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A virtual environment with the wheel alone (no extras), and a user's shell environment:
-    no PYTHONPATH into the checkout, the venv first on PATH."""
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The wheel in a bare virtual environment: its bin directory, and only what a user's shell has
+    (no PYTHONPATH into the checkout, the venv first on PATH)."""
     env_dir = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
-    python, bin_dir = env_dir / "bin" / "python", env_dir / "bin"
     wheel = next(dist.glob("pytest_elr-*.whl"))
-    installed = run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
-    assert installed.returncode == 0, installed.stderr[-3000:]
+    done = run(env_dir / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
+    assert done.returncode == 0, done.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_ELR_", "PYTHON"))}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env_dir, env
+    env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env_dir / "bin", env
 
 
 #: a user's Python tests: the legacy profile loses acknowledged records (its last ISR member comes
@@ -109,11 +114,11 @@ def test_declared_loss(elr_cluster):
 """
 
 
-def test_from_the_wheel_a_python_test_is_judged_as_a_scenario(bare_venv: tuple[Path, dict[str, str]],
+def test_from_the_wheel_a_python_test_is_judged_as_a_scenario(installed: tuple[Path, dict[str, str]],
                                                               tmp_path: Path) -> None:
-    env_dir, env = bare_venv
+    bin_dir, env = installed
     (tmp_path / "test_lossy.py").write_text(LOSSY_TESTS)
-    model = run(env_dir / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers",
+    model = run(bin_dir / "python", "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers",
                 "--rootdir", tmp_path, tmp_path, "--elr-backend=model", "-rA", cwd=tmp_path, env=env)
     out = model.stdout + model.stderr
     assert model.returncode == 1, out[-3000:]
@@ -123,11 +128,34 @@ def test_from_the_wheel_a_python_test_is_judged_as_a_scenario(bare_venv: tuple[P
     assert "Traceback" not in out
 
 
-def test_from_the_wheel_alone_model_then_images_then_kafka_with_xdist(bare_venv: tuple[Path, dict[str, str]],
+def test_the_shipped_kip_suite_runs_from_the_install(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """In an empty directory: the KIP suite under pytest (``--pyargs``) on the model, and the commands
+    that default to it; a path with no scenarios is an error, not an empty suite."""
+    bin_dir, env = installed
+    suite = run(bin_dir / "python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", tmp_path,
+                "--pyargs", "pytest_elr.scenarios", "--elr-backend=model", "--elr-checker=inline",
+                cwd=tmp_path, env=env)
+    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-3000:]
+    shipped = sorted((ROOT / "scenarios").glob("*.elr.yaml"))
+    runs = sum(len(load_scenario(p).profiles) for p in shipped)
+    assert f"{runs} passed" in suite.stdout, suite.stdout[-3000:]
+    assert "kip966-last-replica-standing" in suite.stdout, suite.stdout[-3000:]  # the verdict table's row
+
+    bench = run(bin_dir / "elr", "bench", "suite", cwd=tmp_path, env=env)
+    assert bench.returncode == 0 and f"on the model: {runs} runs" in bench.stdout, bench.stdout + bench.stderr
+    mutants = run(bin_dir / "elr", "mutants", "--examples", "0", cwd=tmp_path, env=env)
+    killed = mutants.stdout.strip().splitlines()[-1]
+    assert killed.startswith("killed ") and int(killed.split()[1]) >= 12, mutants.stdout[-2000:] + mutants.stderr
+    (tmp_path / "empty").mkdir()
+    empty = run(bin_dir / "elr", "mutants", "--scenarios", tmp_path / "empty", cwd=tmp_path, env=env)
+    assert empty.returncode == 2 and "no scenario files" in empty.stderr, empty.stdout + empty.stderr
+
+
+def test_from_the_wheel_alone_model_then_images_then_kafka_with_xdist(installed: tuple[Path, dict[str, str]],
                                                                      tmp_path: Path, fresh_namespace: str) -> None:
-    env_dir, env = bare_venv
-    env = dict(env)
-    python, bin_dir = env_dir / "bin" / "python", env_dir / "bin"
+    bin_dir, env = installed
+    python, env = bin_dir / "python", dict(env)
+    env_dir = bin_dir.parent
     project = tmp_path / "downstream"  # no checkout anywhere above it
     shutil.copytree(ROOT / "examples" / "downstream", project)
     pytest_cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "-q", "--rootdir",

@@ -19,6 +19,29 @@ FATAL = ("lost", "unseen", "duplicate", "inconsistent_offset")
 #: anomalies that fail a negative control too: an expected loss explains records missing, not a
 #: record read twice, nor more offsets holding two values than it took records (the executor's judge)
 FATAL_BESIDE_LOSS = ("duplicate", "inconsistent_offset")
+#: where every anomaly kind is defined (the table "What the checker reports")
+ANOMALIES_DOC = "docs/history.md#what-the-checker-reports"
+#: each anomaly kind in words: what is counted (one, several) and what happened to it
+ANOMALY_WORDS: dict[str, tuple[str, str, str]] = {
+    "lost": ("record", "records", "acknowledged with acks=all and never read, though a read got past that offset"),
+    "unseen": ("record", "records", "acknowledged with acks=all and never read, beyond the highest offset any "
+                                    "read reached"),
+    "duplicate": ("record", "records", "read at more than one offset"),
+    "inconsistent_offset": ("offset", "offsets", "holding different records in different reads"),
+    "reorder": ("read", "reads", "of an offset after a higher one by the same reader"),
+    "hwm_regression": ("time", "times", "a high watermark went back below one seen before"),
+    "acks1_uncommitted": ("record", "records", "acknowledged with acks=1 or acks=0 and never read: those acks "
+                                               "allow it (the leader answered before any follower had the record), "
+                                               "so they are counted, not a failure"),
+}
+
+
+def explain(kind: str, count: int) -> str:
+    """One anomaly count in words (``explain("acks1_uncommitted", 34)``: "34 records acknowledged ...")."""
+    if kind not in ANOMALY_WORDS:
+        return f"{count} × {kind}"
+    one, several, what = ANOMALY_WORDS[kind]
+    return f"{count} {one if count == 1 else several} {what}"
 
 
 @dataclass

@@ -10,12 +10,17 @@ import re
 from collections import Counter
 from datetime import datetime, timezone
 from html import escape
+from pathlib import Path
+from typing import Any
 
+import yaml
 from packaging.version import Version
 
-from pytest_elr.checker.verdict import Verdict
+from pytest_elr.actions import ACTIONS
+from pytest_elr.checker.verdict import ANOMALIES_DOC, FATAL, Verdict, explain
 from pytest_elr.core.history import Run
 from pytest_elr.core.observation import fault_bit
+from pytest_elr.model.invariants import DATA_INVARIANTS
 from pytest_elr.report.rollup import rates_section
 from pytest_elr.report.svg import COLOURS, render
 from pytest_elr.report.timeline import AxisMode, build_timeline
@@ -33,7 +38,8 @@ a { color:#1d4ed8; text-decoration:none; } a:hover { text-decoration:underline; 
         box-shadow:0 1px 2px rgba(0,0,0,.04); }
 .chips span { display:inline-block; margin:0 6px 4px 0; padding:3px 10px; border-radius:999px; background:#eef2f7;
               font-weight:600; }
-.chips .bad { background:#fde2e2; color:var(--bad); } .chips .good { background:#e3f2e1; color:var(--good); }
+.chips .bad { background:#fde2e2; color:var(--bad); } .chips .known { background:#fff3d6; color:#8a5a00; }
+.chips .good { background:#e3f2e1; color:var(--good); }
 table.verdicts { border-collapse:collapse; width:100%; font-size:13px; }
 .verdicts th, .verdicts td { padding:4px 8px; border-bottom:1px solid var(--line); text-align:left;
                              white-space:nowrap; }
@@ -41,6 +47,7 @@ table.verdicts { border-collapse:collapse; width:100%; font-size:13px; }
 .verdicts td.num, .verdicts th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .verdicts tr:hover td { background:#f8fafc; } .verdicts tr.group td { border-top:2px solid #cfd5dd; }
 td.lost.some, dd.lost.some { color:#fff; background:var(--bad); font-weight:700; border-radius:4px; }
+td.lost.expected, dd.lost.expected { background:#fff3d6; color:#8a5a00; font-weight:700; border-radius:4px; }
 .pill { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px; font-weight:600;
         background:#eef2f7; color:#374151; margin-left:4px; vertical-align:2px; }
 .pill.passed { background:#e3f2e1; color:var(--good); }
@@ -60,7 +67,7 @@ dl.facts div { display:flex; flex-direction:column; } dt { color:var(--muted); f
 dd { margin:0; font-weight:650; font-size:16px; font-variant-numeric:tabular-nums; padding:0 2px; }
 dd.small { font-size:13px; font-weight:500; }
 .chart { overflow-x:auto; margin:6px -6px 0; }
-svg.timeline { display:block; max-width:100%; height:auto; }
+svg.timeline, svg.rates { display:block; max-width:100%; height:auto; }
 svg text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; fill:#333; }
 svg .rowname { fill:#4b5563; font-weight:600; } svg .steplabel { font-weight:700; fill:#1f2d3d; }
 svg .marklabel { fill:#8c2d04; font-weight:600; stroke:#fff; stroke-width:3px; paint-order:stroke; }
@@ -75,6 +82,26 @@ details { margin-top:8px; font-size:13px; } summary { cursor:pointer; color:var(
 ol.steps { margin:6px 0 0; padding-left:22px; } ol.steps b { display:inline-block; min-width:60px; }
 ol.steps .faults { color:#8c2d04; }
 .back { text-align:right; margin:4px 0 0; font-size:12px; }
+.why { margin:10px 0 4px; padding:8px 12px; border-radius:8px; border-left:4px solid var(--bad); background:#fff5f5; }
+.why.known { border-color:#d99a00; background:#fffaf0; } .why b { display:block; margin-bottom:4px; }
+pre.message { margin:0; white-space:pre-wrap; word-break:break-word; font-size:12.5px;
+              font-family:ui-monospace,"DejaVu Sans Mono",monospace; }
+table.steps { border-collapse:collapse; width:100%; margin-top:8px; font-size:12.5px; table-layout:fixed; }
+.steps th, .steps td { padding:3px 6px; border-bottom:1px solid var(--line); text-align:left; vertical-align:top;
+                       word-break:break-word; }
+.steps th { color:var(--muted); font-weight:600; } .steps col.label { width:12%; } .steps col.result { width:9%; }
+.steps code { font-family:ui-monospace,"DejaVu Sans Mono",monospace; font-size:12px; }
+.steps .kv { display:inline-block; margin-right:8px; } .steps .kv.bad { color:var(--bad); font-weight:700; }
+.steps tr.failed td { background:#fff5f5; } .steps tr.failed.known td { background:#fffaf0; }
+.steps tr.message td { border-bottom:2px solid var(--line); }
+.steps .none { color:var(--muted); } .steps .note { color:var(--muted); display:block; }
+.expected-loss { color:#6b4e00; } .expected-loss summary { color:#6b4e00; font-weight:600; }
+.expected-loss li { color:#6b4e00; }
+p.also { margin:8px 0 0; font-size:13px; color:#374151; }
+@media (max-width:1100px) {  /* a narrow window wraps the tables' cells instead of cutting them off */
+  main { padding:12px 10px 40px; } .card { padding:10px 10px; }
+  .verdicts th, .verdicts td { white-space:normal; padding:3px 4px; } .verdicts td.checker { min-width:0; }
+}
 """
 
 _LEGEND = [
@@ -91,8 +118,22 @@ _HELP = {
 _TICKS = [("ok", "ack, acks=all"), ("weak", "ack, acks=1/0"), ("fail", "send failed"),
           ("info", "indeterminate / no answer"), ("lost", "acked, never read (lost, as the checker names it)"),
           ("read", "read (final drain)")]
+#: the project's documentation beside the package, in a checkout (a link to it when it is there)
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: acked, read and lost of a run no checker judged
 NOT_JUDGED = "–"
+
+
+def result_of(run: Run) -> tuple[str, str]:
+    """The run's result as the report shows it, and its CSS class: a failure the scenario declares
+    for this release (pytest's xfail) is a known failure, neither red nor counted as failed; a pass
+    where a failure is declared is pytest's strict XPASS, a failure."""
+    known = bool(run.meta.get("known_failure"))
+    if known and run.outcome == "failed":
+        return "known failure", "known"
+    if known and run.outcome == "passed":
+        return "XPASS", "failed"
+    return run.outcome, run.outcome
 
 
 def page(runs: list[Run], verdicts: list[Verdict | None], axis: AxisMode = "auto") -> str:
@@ -125,11 +166,15 @@ def _meta(run: Run, key: str) -> str:
 
 
 def _summary(runs: list[Run], verdicts: list[Verdict | None]) -> str:
-    outcomes = Counter(run.outcome for run in runs)
+    outcomes = Counter(result_of(run)[0] for run in runs)
     with_loss = sum(1 for v in verdicts if v is not None and v.lost_count)
     unjudged = verdicts.count(None)
     chips = [f"<span>{len(runs)} runs</span>", f'<span class="good">{outcomes["passed"]} passed</span>']
-    chips += [f'<span class="bad">{outcomes[k]} {k}</span>' for k in ("failed", "error", "unfinished") if outcomes[k]]
+    chips += [f'<span class="bad">{outcomes[k]} {k}</span>' for k in ("failed", "error", "unfinished", "XPASS")
+              if outcomes[k]]
+    if outcomes["known failure"]:
+        chips.append(f'<span class="known">{outcomes["known failure"]} known failure'
+                     f'{"s" * (outcomes["known failure"] != 1)}</span>')
     chips.append(f'<span class="{"bad" if with_loss else "good"}">{with_loss} with lost records</span>')
     chips += [f"<span>{unjudged} not judged</span>"] if unjudged else []
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -143,8 +188,8 @@ def _checker_html(verdict: Verdict | None) -> str:
     if verdict is None:
         return '<span class="pill">not judged</span>'
     # what fails a scenario that expects no loss in red; the rest (acks=1 accounting, regressions) muted
-    counted = [f'<span class="{"found" if k in verdict.fatal else "counted"}">{escape(k)} {n}</span>'
-               for k, n in verdict.anomalies.items() if n]
+    counted = [f'<span class="{"found" if k in verdict.fatal else "counted"}" title="{escape(explain(k, n))}">'
+               f"{escape(k)} {n}</span>" for k, n in verdict.anomalies.items() if n]
     return f'<span class="pill">{escape(verdict.checker)}</span> ' + (", ".join(counted) or "no anomaly")
 
 
@@ -190,15 +235,15 @@ def _table(runs: list[Run], verdicts: list[Verdict | None], anchors: list[str]) 
     previous = None
     for run, verdict, anchor in zip(runs, verdicts, anchors, strict=True):
         acked, read, lost = _counts(verdict)
-        bit, outcome = fault_bit(run.losses), run.outcome
-        some = " some" if verdict is not None and verdict.lost_count else ""
+        bit, (word, css) = fault_bit(run.losses), result_of(run)
+        some = _lost_class(run, verdict)
         cells = (f'<td><a href="#{anchor}">{escape(_meta(run, "scenario"))}</a></td>'
                  f'<td>{escape(_meta(run, "profile"))}</td><td>{escape(_meta(run, "backend"))}</td>'
                  + (f'<td>{escape(_meta(run, "kafka_version"))}</td>' if several else "") +
                  f'<td class="num acked">{acked}</td><td class="num read">{read}</td>'
                  f'<td class="num lost{some}">{lost}</td>'
                  f'<td class="bit bit-{bit}">{bit}</td>'
-                 f'<td><span class="pill {escape(outcome)}">{escape(outcome)}</span></td>'
+                 f'<td class="result"><span class="pill {css}">{escape(word)}</span></td>'
                  f'<td class="checker">{_checker_html(verdict)}</td>')
         group = ' class="group"' if previous is not None and _meta(run, "scenario") != previous else ""
         previous = _meta(run, "scenario")
@@ -231,7 +276,8 @@ def _fact(name: str, value: object, cls: str = "") -> str:
 def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisMode) -> str:
     acked, read, lost = _counts(verdict)
     bit, outcome = fault_bit(run.losses), run.outcome
-    some = " some" if verdict is not None and verdict.lost_count else ""
+    word, css = result_of(run)
+    some = _lost_class(run, verdict)
     facts = [_fact("acked (acks=all)", acked, "acked"), _fact("read", read, "read"),
              _fact("lost", lost, "lost" + some), _fact("fault bit", bit, f"bit bit-{bit}"),
              _fact("duration", f"{run.duration_s * 1000:.1f} ms" if run.duration_s < 1 else f"{run.duration_s:.1f} s",
@@ -247,33 +293,95 @@ def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisM
     chart = render(build_timeline(run.events, lost_values, axis), f"r{n}") if run.events else "<p>no events</p>"
     parts = [f'<section class="card run" id="{anchor}" data-run-id="{escape(run.run_id)}" data-acked="{acked}" '
              f'data-read="{read}" data-lost="{lost}" data-fault-bit="{bit}" '
-             f'data-outcome="{escape(outcome)}">',
+             f'data-outcome="{escape(outcome)}" data-result="{escape(word)}">',
              f'<h2><a href="#{anchor}">{escape(_meta(run, "scenario"))}</a>'
              f'<span class="pill">{escape(_meta(run, "profile"))}</span><span class="pill">'
-             f'{escape(_meta(run, "backend"))}</span><span class="pill {escape(outcome)}">{escape(outcome)}</span>'
+             f'{escape(_meta(run, "backend"))}</span><span class="pill {css} result">{escape(word)}</span>'
              f'<span class="id">{escape(run.run_id)}</span></h2>',
              f'<dl class="facts">{"".join(facts)}</dl>',
-             f'<p class="checker"><b>checker</b> {_checker_html(verdict)}</p>',
+             _why(run),
+             f'<p class="checker"><b>checker</b> {_checker_html(verdict)}</p>', _also(verdict),
              f'<div class="chart">{chart}</div>']
     if verdict is not None and verdict.lost_count:
         parts.append(f'<p class="lostlist"><b>Lost</b> (acknowledged with acks=all, never read): '
                      f"{escape(verdict.examples(30))}</p>")
     parts.append(_findings(run))
-    parts.append(_steps(run))
+    parts.append(_steps(run, word == "known failure"))
     parts.append('<p class="back"><a href="#verdicts">↑ verdicts</a></p></section>')
     return "".join(parts)
+
+
+def _expected_loss(run: Run, e: dict[str, Any]) -> bool:
+    """A negative control's break of a data invariant: its expected loss, not a finding. (A history
+    without the invariant's name: every violation of a negative control that passed.)"""
+    if e["type"] != "violation" or run.meta.get("expected_loss") != "found":
+        return False
+    name = e.get("invariant")
+    return name in DATA_INVARIANTS if name else run.outcome == "passed"
 
 
 def _findings(run: Run) -> str:
     kinds = ("violation", "disagreement", "declared_difference", "kip_departure", "loss_evidence", "model_error",
              "backend_error")
     found = [e for e in run.events if e["type"] in kinds and (e["type"] != "loss_evidence" or e.get("proof"))]
-    if not found:
+    expected = [e for e in found if _expected_loss(run, e)]
+    found = [e for e in found if not _expected_loss(run, e)]
+    out = ""
+    if found:
+        items = "".join(_finding_item(e) for e in found[:20])
+        more = f"<li>… and {len(found) - 20} more</li>" if len(found) > 20 else ""
+        out += f'<ul class="findings">{items}{more}</ul>'
+    if expected:
+        items = "".join(_finding_item(e) for e in expected)
+        out += (f'<details class="expected-loss"><summary>expected: loss · {len(expected)} break'
+                f'{"s" * (len(expected) != 1)} of the data invariants, which this negative control exists to '
+                f'show</summary><ul>{items}</ul></details>')
+    return out
+
+
+def _finding_item(e: dict[str, Any]) -> str:
+    return (f"<li><b>{escape(str(e.get('step')))}</b> {escape(e['type'].replace('_', ' '))}: "
+            f"{escape(_finding(e))}</li>")
+
+
+def _lost_class(run: Run, verdict: Verdict | None) -> str:
+    """The lost count's highlight: red where loss fails the run, muted where the scenario expects it."""
+    if verdict is None or not verdict.lost_count:
         return ""
-    items = "".join(f"<li><b>{escape(str(e.get('step')))}</b> {escape(e['type'].replace('_', ' '))}: "
-                    f"{escape(_finding(e))}</li>" for e in found[:20])
-    more = f"<li>… and {len(found) - 20} more</li>" if len(found) > 20 else ""
-    return f'<ul class="findings">{items}{more}</ul>'
+    return " expected" if run.meta.get("expected_loss") == "found" else " some"
+
+
+def _why(run: Run) -> str:
+    """Why the run did not simply pass: the failure message, or the known failure it is."""
+    word, _ = result_of(run)
+    message = str(run.meta.get("message") or "")
+    if word == "passed":
+        return ""
+    if not message:  # an error before the steps, or a history from before messages were kept
+        message = "\n".join(str(e.get("message")) for e in run.events if e["type"] == "backend_error")
+    because = escape(str(run.meta.get("known_failure") or ""))
+    if word == "known failure":
+        head = f"known failure on Kafka {escape(_meta(run, 'kafka_version'))}: {because} — it fails as declared"
+    elif word == "XPASS":
+        head = f"passed where the scenario declares a known failure ({because}): the declared releases are wrong"
+    else:
+        head = "why it failed" if message else f"{escape(word)}: no message was recorded"
+    css = "why known" if word == "known failure" else "why"
+    body = f'<pre class="message">{escape(message)}</pre>' if message else ""
+    return f'<div class="{css}"><b>{head}</b>{body}</div>'
+
+
+def _also(verdict: Verdict | None) -> str:
+    """What the checker counted besides loss, in words, with where each kind is defined."""
+    if verdict is None:
+        return ""
+    others = [explain(k, n) for k, n in verdict.anomalies.items() if n and k not in FATAL]
+    if not others:
+        return ""
+    doc = DOCS / "history.md"
+    link = (f'<a href="{doc.as_uri()}#what-the-checker-reports">{ANOMALIES_DOC}</a>' if doc.is_file()
+            else escape(ANOMALIES_DOC))
+    return f'<p class="also"><b>also</b> {escape("; ".join(others))} ({link})</p>'
 
 
 def _finding(e: dict[str, object]) -> str:
@@ -288,19 +396,87 @@ def _finding(e: dict[str, object]) -> str:
     return str(e.get("message") or e.get("differences") or "")
 
 
-def _steps(run: Run) -> str:
-    steps: dict[str, tuple[str, list[str]]] = {}
+def _flow(value: Any) -> str:
+    """A value on one line as a scenario writes it (``{broker: 0, from: all}``)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False)
+    return text.strip().removesuffix("...").strip()
+
+
+def _fault_yaml(e: dict[str, Any], brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+    """A fault event as the ``do`` items that make it (histories from before steps kept their ``do``,
+    and the finale's own actions)."""
+    try:
+        return ACTIONS[str(e.get("action"))].from_event(e.get("args") or {}).to_yaml(brokers)
+    except Exception:  # an action this version does not know: its name and the arguments it has
+        args = {k: v for k, v in (e.get("args") or {}).items() if v is not None}
+        return [{str(e.get("action")): args or None}]
+
+
+NONE = '<span class="none">—</span>'
+STATE_KEYS = ("leader", "isr", "elr", "last_known_elr", "fenced", "hwm")
+
+
+def _step_rows(run: Run) -> list[dict[str, Any]]:
+    """Each step (and the finale) with its actions, expectations, observations and end."""
+    brokers = tuple(sorted({int(b) for e in run.events if e["type"] == "observe" for b in e.get("leo") or {}}))
+    rows: dict[str, dict[str, Any]] = {}
     for e in run.events:
-        name = e.get("step")
-        if e["type"] == "step" and e.get("phase") == "begin" and name:
-            steps[str(name)] = (str(e.get("note") or ""), [])
-        elif e["type"] == "fault" and str(name) in steps:
-            args = e.get("args") or {}
-            shown = " ".join(f"{k}={val}" for k, val in args.items())
-            steps[str(name)][1].append(f"{e.get('action')} {shown}".strip())
-    if not steps:
+        label = e.get("step")
+        if label is None or label == "final":
+            continue
+        if e["type"] == "step" and e.get("phase") == "begin":
+            rows[label] = {"label": label, "note": e.get("note") or "", "do": e.get("do"), "faults": [],
+                           "state": None, "end": None}
+        elif label == "finale" and label not in rows:
+            rows[label] = {"label": label, "note": "heal and bring back what the steps left down", "do": None,
+                           "faults": [], "state": None, "end": None}
+        row = rows.get(label)
+        if row is None:
+            continue
+        if e["type"] == "fault":
+            row["faults"].append(e)
+        elif e["type"] == "observe" and e.get("partition") in (None, 0):
+            row["state"] = e
+        elif e["type"] == "step" and e.get("phase") == "end":
+            row["end"] = e
+    for row in rows.values():
+        if row["do"] is None:
+            row["do"] = [item for f in row["faults"] for item in _fault_yaml(f, brokers)]
+    return list(rows.values())
+
+
+def _kv(key: str, value: Any, bad: bool) -> str:
+    return f'<span class="kv{" bad" if bad else ""}"><code>{escape(key)}: {escape(_flow(value))}</code></span>'
+
+
+def _steps(run: Run, known: bool = False) -> str:
+    """Per step, side by side: what it did (in the YAML's own form), what it expected, what was
+    observed (the expectations that did not hold in red) and how it ended, with a failed step's message."""
+    rows = _step_rows(run)
+    if not rows:
         return ""
-    items = "".join(f"<li><b>{escape(name)}</b> {escape(note)}"
-                    f'{" <span class=faults>· " + escape("; ".join(faults)) + "</span>" if faults else ""}</li>'
-                    for name, (note, faults) in steps.items())
-    return f"<details><summary>steps ({len(steps)})</summary><ol class=steps>{items}</ol></details>"
+    body = []
+    for row in rows:
+        end = row["end"] or {}
+        expected: dict[str, Any] = end.get("expected") or {}
+        observed: dict[str, Any] = end.get("observed") or {}
+        missed = {str(m).split(":", 1)[0].split("[", 1)[0] for m in end.get("mismatches") or []}
+        state = row["state"] or {}
+        seen = {k: ("none" if state.get(k) is None and k == "leader" else state.get(k)) for k in STATE_KEYS
+                if k in state}
+        seen |= {k: v for k, v in observed.items() if k not in seen}
+        do = "".join(f"<code>- {escape(_flow(item))}</code><br>" for item in row["do"]) or NONE
+        note = f'<span class="note">{escape(row["note"])}</span>' if row["note"] else ""
+        want = "".join(_kv(k, v, k in missed) for k, v in expected.items()) or NONE
+        got = "".join(_kv(k, v, k in missed) for k, v in seen.items()) or '<span class="none">not observed</span>'
+        failed = bool(end.get("failed"))
+        result = ("known failure" if known else "FAILED") if failed else ("ok" if row["end"] else "—")
+        css = f' class="failed{" known" if known else ""}"' if failed else ""
+        body.append(f'<tr data-step="{escape(str(row["label"]))}"{css}><td><b>{escape(str(row["label"]))}</b>{note}'
+                    f"</td><td>{do}</td><td>{want}</td><td>{got}</td><td>{escape(result)}</td></tr>")
+        if failed and end.get("message"):
+            body.append(f'<tr class="message{" known" if known else ""}" data-step="{escape(str(row["label"]))}">'
+                        f'<td colspan="5"><pre class="message">{escape(str(end["message"]))}</pre></td></tr>')
+    return ('<table class="steps"><colgroup><col class="label"><col><col><col><col class="result"></colgroup>'
+            "<thead><tr><th>step</th><th>do</th><th>expected</th><th>observed</th><th>result</th></tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")

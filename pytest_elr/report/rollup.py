@@ -10,7 +10,10 @@ from pytest_elr.checker.rates import LossRate, loss_rates
 from pytest_elr.checker.verdict import Verdict
 from pytest_elr.core.history import Run
 
-ROW, LABEL_W, PLOT_W, PAD = 22, 380, 420, 10
+ROW, LABEL_W, PLOT_W, PAD = 22, 240, 420, 10
+FONT = 12
+#: a sans-serif character's width at FONT, on the wide side: a label's room is measured with it
+CHAR_W = FONT * 0.62
 
 
 def rates_of(runs: list[Run], verdicts: list[Verdict | None]) -> list[LossRate]:
@@ -23,13 +26,16 @@ def rates_of(runs: list[Run], verdicts: list[Verdict | None]) -> list[LossRate]:
 def loss_rate_chart(rates: list[LossRate]) -> str:
     """An inline SVG: one row per group, the axis from 0 to 100 %."""
     height = PAD * 2 + ROW * len(rates) + 18
-    width = LABEL_W + PLOT_W + 130
+    # the gutter fits the longest label (a scenario's name is the user's: no fixed width holds them all)
+    label_w = max(LABEL_W, round(max(len(r.label) for r in rates) * CHAR_W) + 16)
+    width = label_w + PLOT_W + 70
 
     def x(p: float) -> float:
-        return LABEL_W + p * PLOT_W
+        return label_w + p * PLOT_W
 
     parts = [f'<svg class="rates" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="loss rate per group with 95% intervals">']
+             f'font-size="{FONT}" viewBox="0 0 {width} {height}" role="img" '
+             'aria-label="loss rate per group with 95% intervals">']
     for tick in (0, 0.25, 0.5, 0.75, 1):
         parts.append(f'<line x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{PAD}" y2="{height - 18}" stroke="#e3e6ea"/>'
                      f'<text class="axislabel" x="{x(tick):.1f}" y="{height - 4}" text-anchor="middle">'
@@ -41,7 +47,7 @@ def loss_rate_chart(rates: list[LossRate]) -> str:
         parts.append(
             f'<g class="rate" data-group="{escape(r.label)}"><title>{escape(r.label)}: {r.with_loss} of {r.runs} runs '
             f"lost records ({r.rate:.0%}; 95% interval {low:.0%}-{high:.0%})</title>"
-            f'<text x="{LABEL_W - 8}" y="{y + 4:.1f}" text-anchor="end">{escape(r.label)}</text>'
+            f'<text x="{label_w - 8}" y="{y + 4:.1f}" text-anchor="end">{escape(r.label)}</text>'
             f'<line x1="{x(low):.1f}" x2="{x(high):.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{colour}" stroke-width="2"/>'
             f'<line x1="{x(low):.1f}" x2="{x(low):.1f}" y1="{y - 5:.1f}" y2="{y + 5:.1f}" stroke="{colour}"/>'
             f'<line x1="{x(high):.1f}" x2="{x(high):.1f}" y1="{y - 5:.1f}" y2="{y + 5:.1f}" stroke="{colour}"/>'

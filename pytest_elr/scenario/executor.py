@@ -196,6 +196,8 @@ class Executor:
         self._line: int | None = None
         #: records reads before the end saw (value -> where), for the proof of loss by presence
         self.seen: dict[str, Seen] = {}
+        #: the step's expectations and what was observed for each (the step's end event carries them)
+        self._judged: dict[str, Any] = {}
         self._read_to = 0
         self.lost_by_presence: list[dict[str, Any]] = []
         #: the profile's differences from the KIP the oracle relied on, each once, in order
@@ -251,7 +253,8 @@ class Executor:
                 self._step_run(step)
             except ScenarioFailure as exc:
                 failures.append(exc)
-                self.history.record("step", phase="end", failed=True)
+                # why, in the history too: the report shows it at the step that failed
+                self.history.record("step", phase="end", failed=True, message=str(exc), **self._judged)
                 if self.stop_at_first_failure and unexplained(known, exc.failures) != []:
                     self.stopped_early = True
                     raise ScenarioFailure("\n".join(str(f) for f in failures) + "\n(the run stopped at its first "
@@ -312,8 +315,11 @@ class Executor:
 
     def _run_step(self, step: Step) -> Observation:
         self.history.step = step.label
-        self.history.record("step", phase="begin", line=step.line, note=step.note)
+        # the actions as the user wrote them (the report shows the step in the YAML's own form)
+        do = [item for a in step.actions for item in a.to_yaml(self.scenario.cluster.brokers)]
+        self.history.record("step", phase="begin", line=step.line, note=step.note, do=do)
         self._step = step
+        self._judged = {}
         ctx = StepContext(hwm_before=self.last_hwm)
         workload = self.scenario.workload
         background = self._background
@@ -336,7 +342,7 @@ class Executor:
         self.read_for_presence(step.label, obs)
         if background:
             self.apply(Produce(count=workload.per_step, acks=workload.acks), StepContext(None), record=False)  # type: ignore[union-attr,arg-type]
-        self.history.record("step", phase="end")
+        self.history.record("step", phase="end", **self._judged)
         self._step = None
         return obs
 
@@ -624,6 +630,8 @@ class Executor:
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
         self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
+        self._judged = {"expected": {k: _as_yaml(v) for k, v in expected.items()},
+                        "observed": {k: _observed(k, obs, ctx) for k in expected}, "mismatches": mismatches}
         if mismatches or ctx.differences:
             raise ScenarioFailure(self._report(step, mismatches, obs, ctx), _failures(step.label, mismatches, ctx))
         return obs
@@ -698,8 +706,8 @@ class Executor:
                           if (v.invariant, str(v)) not in found]
         if not found:
             return
-        for _, violation in found:
-            self.history.record("violation", message=violation)
+        for name, violation in found:
+            self.history.record("violation", message=violation, invariant=name)
         if self.expected_loss == "found":
             # A negative control must lose acknowledged records: the invariants about data (those
             # the loss ledger bounds) break by design and are kept; any other does not follow from
@@ -910,6 +918,28 @@ def _flow(value: Any) -> str:
     return text.strip().removesuffix("...").strip()
 
 
+def _as_yaml(value: Any) -> Any:
+    """An expectation as the scenario writes it (``leader: none``, broker sets as lists)."""
+    if value is None:
+        return "none"
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    return value
+
+
+def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
+    """What the step observed for the expectation ``key``, in the expectation's form."""
+    if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering"):
+        return _as_yaml(getattr(obs, key, None))
+    if key == "produce":
+        return [{"acked": p.acked, "outcomes": p.words()} for p in ctx.produces]
+    if key == "rejected":
+        return list(ctx.protocol_errors)
+    if key == "lost":
+        return sorted(loss.broker for loss in ctx.losses if loss.bit)
+    return None
+
+
 def describe(obs: Observation) -> str:
     recovering = "" if obs.recovering is False else f" recovering={obs.recovering}"
     return (f"leader={_b(obs.leader)} isr={list(obs.isr)} elr={list(obs.elr)} "
@@ -935,6 +965,7 @@ class ScenarioRun:
             profile=profile, kafka_version=backend.kafka_version,
             known_failure=known.because if (known := scenario.known_failure(backend.kafka_version)) else None,
             topic=scenario.topic.name, min_insync_replicas=scenario.topic.min_insync_replicas,
+            expected_loss=scenario.verdict.for_profile(profile),
         )
         self.executor = Executor(scenario, backend, profile, self.history, progress, oracle)
         self._closed = False
@@ -976,6 +1007,11 @@ class ScenarioRun:
         finally:
             self._release()
         self.broken = broken
+        history.meta["message"] = message or None
+        known = scenario.known_failures_on(backend.kafka_version)
+        if known and not passed and unexplained(known, failures) != []:
+            # failed otherwise than its known bug (pytest fails it too): not the known failure
+            history.meta["known_failure"] = None
         self.close("passed" if passed else ("error" if broken else "failed"))
         return self.result(passed, message or "", verdict, failures)
 

@@ -5,12 +5,13 @@ property search, each printed beside its target.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.scenario.executor import run_scenario
-from pytest_elr.scenario.suite import load_suite
+from pytest_elr.scenario.suite import SHIPPED, NoScenariosError, load_suite
 from pytest_elr.schedule.search import search
 
 
@@ -35,9 +36,14 @@ def schedules_per_minute(examples: int = 600) -> float:
 def suite_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="elr bench suite",
                                      description="Wall time of the scenario suite on the model (load + run).")
-    parser.add_argument("--scenarios", type=Path, default=Path("scenarios"))
+    parser.add_argument("--scenarios", type=Path, default=SHIPPED,
+                        help="default: the KIP suite this package ships")
     args = parser.parse_args(argv)
-    seconds, runs = suite_seconds(args.scenarios)
+    try:
+        seconds, runs = suite_seconds(args.scenarios)
+    except NoScenariosError as exc:
+        print(f"elr bench suite: {exc}", file=sys.stderr)
+        return 2
     print(f"scenario suite on the model: {runs} runs in {seconds:.3f} s (target < 1 s)")
     return 0
 

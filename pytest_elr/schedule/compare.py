@@ -28,7 +28,7 @@ from pytest_elr.scenario.executor import RunResult, run_scenario, say_difference
 from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.schema import Scenario
-from pytest_elr.scenario.suite import load_suite
+from pytest_elr.scenario.suite import SHIPPED, NoScenariosError, load_suite
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for, run_machine
 
 
@@ -92,14 +92,20 @@ def report(scenario: Scenario, profile: str, result: RunResult) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="elr compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("paths", nargs="*", type=Path, default=[Path("scenarios")])
+    parser.add_argument("paths", nargs="*", type=Path, default=[SHIPPED],
+                        help="scenario files or directories (default: the KIP suite this package ships)")
     parser.add_argument("--profiles", default="kafka,legacy")
     parser.add_argument("--schedules", type=int, default=3, help="generated schedules per profile (0: none)")
     parser.add_argument("--steps", type=int, default=8, help="actions per generated schedule (at most)")
     parser.add_argument("--history-dir", type=Path, default=Path(".elr-history/compare"))
     args = parser.parse_args(argv)
     profiles = args.profiles.split(",")
-    runs = [(s, p) for path in args.paths for s in (load_suite(path) if path.is_dir() else [load_scenario(path)])
+    try:
+        suite = [s for path in args.paths for s in load_suite(path)]
+    except NoScenariosError as exc:
+        print(f"elr compare: {exc}", file=sys.stderr)
+        return 2
+    runs = [(s, p) for s in suite
             for p in profiles if p in s.profiles and (s.backends is None or "kafka" in s.backends)]
     for profile in profiles if args.schedules else []:
         generated = schedule_scenarios(args.schedules, args.steps, profile, args.history_dir / "generated")

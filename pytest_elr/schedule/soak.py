@@ -28,8 +28,9 @@ from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.checker import CHECKERS
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.scenario.suite import SHIPPED, NoScenariosError, scenario_files
 
-DEFAULT = Path("scenarios/kip966_last_replica_standing.elr.yaml")
+DEFAULT = SHIPPED / "kip966_last_replica_standing.elr.yaml"
 
 
 def _leftovers() -> dict[str, int]:
@@ -68,7 +69,7 @@ def _junit(path: Path) -> dict[str, tuple[str, str, float, int, int]]:
     return out
 
 
-def soak_suite(runs: int, paths: list[str], out_dir: Path) -> int:
+def soak_suite(runs: int, paths: list[Path], out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, tuple[str, str, float, int, int]]] = []
     walls: list[float] = []
@@ -114,13 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="elr soak", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", action="store_true", help="repeat the whole suite under pytest")
-    parser.add_argument("paths", nargs="*", default=["scenarios"], help="with --suite: what pytest runs")
+    parser.add_argument("paths", nargs="*", type=Path, default=[SHIPPED],
+                        help="with --suite: what pytest runs (default: the KIP suite this package ships)")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--scenario", type=Path, default=DEFAULT)
     parser.add_argument("--profiles", default="kafka,legacy")
     parser.add_argument("--checker", choices=sorted(CHECKERS), default="spark")
     parser.add_argument("--history-dir", type=Path, default=Path(".elr-history/soak"))
     args = parser.parse_args(argv)
+    try:  # nothing to soak is said before any cluster starts
+        for path in args.paths if args.suite else [args.scenario]:
+            scenario_files(path)
+    except NoScenariosError as exc:
+        print(f"elr soak: {exc}", file=sys.stderr)
+        return 2
     if args.suite:
         return soak_suite(args.runs, args.paths, args.history_dir)
     scenario = load_scenario(args.scenario)
