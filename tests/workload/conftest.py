@@ -18,9 +18,6 @@ from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION
 KAFKA_VERSION = os.environ.get("PYTEST_ELR_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "docker: needs a Docker engine and the Kafka images")
-
 
 @pytest.fixture(scope="session")
 def workload_cluster() -> Iterator[KafkaCluster]:
