@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+import zipfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -286,20 +287,49 @@ def _killer(row: dict[str, Any]) -> str:
     return by.get("kind", "")
 
 
-def side_by_side(unit: dict[str, dict[str, Any]], suite: dict[str, dict[str, Any]]) -> list[str]:
+def releases_of(results: dict[str, dict[str, Any]]) -> set[str]:
+    return {str(r.get("kafka_version")) for r in results.values()}
+
+
+def identical_classes(version_a: str, version_b: str, classes: set[str]) -> set[str]:
+    """The classes (dotted, outer) whose class files, inner classes included, are byte for byte the
+    same in both releases: a mutant id of one names the very same instruction in the other."""
+    from pytest_elr.schedule.kafka_coverage import kafka_jars
+
+    def outer(entry: str) -> str:
+        return entry.removesuffix(".class").split("$")[0].replace("/", ".")
+
+    def files(version: str) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for jar in kafka_jars(version):
+            with zipfile.ZipFile(jar) as z:
+                found.update({n: z.read(n) for n in z.namelist() if n.endswith(".class") and outer(n) in classes})
+        return found
+
+    a, b = files(version_a), files(version_b)
+    return {c for c in classes if any(outer(n) == c for n in a)
+            and all(a.get(n) == b.get(n) for n in a.keys() | b.keys() if outer(n) == c)}
+
+
+def side_by_side(unit: dict[str, dict[str, Any]], suite: dict[str, dict[str, Any]],
+                 same_code: set[str] | None = None) -> list[str]:
     """Per method: killed by both, by the unit tests only, by the suite only, by neither (of the
-    mutants both graded), and ungraded by one or the other; then each side's lone kills in words."""
-    versions = {r.get("kafka_version") for r in (*unit.values(), *suite.values())}
-    if len(versions) > 1:
-        raise ValueError(f"the results are of different releases ({', '.join(sorted(map(str, versions)))}): "
-                         "a mutant id names an instruction of one release's class files")
+    mutants both graded), and ungraded by one or the other; then each side's lone kills in words.
+
+    Results of two releases compare only on the classes of ``same_code`` (byte-identical class files
+    in both: :func:`identical_classes`); the other classes' mutants count as ungraded."""
+    if len(releases_of(unit) | releases_of(suite)) > 1 and same_code is None:
+        raise ValueError(f"the results are of different releases "
+                         f"({', '.join(sorted(releases_of(unit) | releases_of(suite)))}): a mutant id names an "
+                         "instruction of one release's class files")
     rows: dict[str, Counter[str]] = {}
     only: dict[str, list[tuple[Mutant, str]]] = {"unit": [], "suite": []}
     for mid in sorted(set(unit) | set(suite)):
         row = unit.get(mid) or suite[mid]
         mutant = _mutant_of(row)
         by_unit, by_suite = _killed(unit.get(mid)), _killed(suite.get(mid))
-        if by_unit is None or by_suite is None:
+        if by_unit is None or by_suite is None or (same_code is not None and
+                                                   mutant.class_name.split("$")[0] not in same_code):
             column = "ungraded"
         else:
             column = {(True, True): "both", (True, False): "unit only", (False, True): "suite only",
@@ -389,9 +419,17 @@ def side_by_side_main(argv: list[str] | None = None) -> int:
         empty = args.unit if not unit else ", ".join(map(str, args.suite))
         print(f"elr kafka-mutants side-by-side: no results in {empty}", file=sys.stderr)
         return 2
-    try:
-        print("\n".join(side_by_side(unit, suite)))
-    except ValueError as e:
-        print(f"elr kafka-mutants side-by-side: {e}", file=sys.stderr)
+    same_code = None
+    (unit_release, *more), suite_releases = sorted(releases_of(unit)), releases_of(suite)
+    if more or len(suite_releases) > 1:
+        print("elr kafka-mutants side-by-side: each side must be of one release", file=sys.stderr)
         return 2
+    if suite_releases != {unit_release}:
+        # Two releases: only the classes whose bytecode did not change between them compare.
+        (suite_release,) = suite_releases
+        classes = {r["class_name"].split("$")[0] for r in (*unit.values(), *suite.values())}
+        same_code = identical_classes(unit_release, suite_release, classes)
+        print(f"unit tests of Kafka {unit_release}, the suite on Kafka {suite_release}: compared on the classes "
+              f"whose class files are identical in both: {', '.join(sorted(same_code)) or 'none'}")
+    print("\n".join(side_by_side(unit, suite, same_code)))
     return 0
