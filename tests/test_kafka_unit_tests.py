@@ -154,5 +154,31 @@ def test_side_by_side_command_reads_two_result_directories(tmp_path: Path, capsy
 
 # ---------------------------------------------------------------------------------- on Kafka 4.3.1
 
-#: PartitionChangeBuilderTest kills it (its ELR tests expect the target ELR this loop fills)
-KILLED = (f"{PCB}#maybePopulateTargetElr()V:536:NEGATE_CONDITIONALS:0")
+# The two mutants of the suite's own CI campaign (tests/sut/test_kafka_mutants_campaign.py, on 4.4.0,
+# whose PartitionChangeBuilder class files are byte-identical to 4.3.1's): the suite kills the first
+# and cannot see the second.
+#: the target ELR is filled only when `x != 0` holds: negated, the ELR Kafka's tests expect stays empty
+KILLED = f"{PCB}#maybePopulateTargetElr()V:533:NEGATE_CONDITIONALS:0"
+#: a log line removed: equivalent by construction, so no test can tell
+SURVIVES = f"{PCB}#tryElection(Lorg/apache/kafka/common/metadata/PartitionChangeRecord;)V:337:VOID_METHOD_CALLS:1"
+
+
+def test_kafka_4_3_1_partition_change_builder_test_under_two_mutants(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "unit"
+    assert ku.unit_main(["--kafka-version", "4.3.1", "--out", str(out), "--mutant", KILLED, "--mutant", SURVIVES]) == 0
+    printed = capsys.readouterr().out
+    baseline = json.loads((out / "baseline.json").read_text())
+    assert baseline["tests_run"] >= 50 and baseline["failing_unmutated"] == {}, baseline
+    results = km.results_of([out])
+    killed, survived = results[KILLED], results[SURVIVES]
+    assert (killed["status"], killed["planted"], killed["grader"]) == ("killed", KILLED, "kafka-unit-tests")
+    assert killed["by"]["kind"] == "check"
+    # caught by Kafka's ELR tests (named in the row: which test, and its assertion's message)
+    assert any("EligibleLeaderReplicas" in t for t in killed["by"]["tests"]), killed["by"]["tests"]
+    assert killed["by"]["failures"][0].startswith("PartitionChangeBuilderTest#") and killed["by"]["message"]
+    assert (survived["status"], survived["planted"]) == ("survived", SURVIVES)
+    # the campaign's own report reads the rows
+    assert "killed 1 of 2 planted and graded (50%)" in printed
+    assert km.report_main([str(out)]) == 0
+    assert "`PartitionChangeBuilder.tryElection` line 337: call of Logger.info removed" in capsys.readouterr().out
