@@ -171,6 +171,10 @@ def run_tests(classpath: Sequence[Path], tests: Sequence[str], *, timeout_s: flo
             os.killpg(child.pid, signal.SIGKILL)  # its own session: the JVM and nothing of ours
             output, _ = child.communicate()
             run = TestRun(round(time.monotonic() - t0, 1), timed_out=True)
+        finally:
+            if child.poll() is None:  # interrupted (Ctrl-C): the JVM is in its own session, end it too
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
         run.output_tail = "\n".join((output or "").strip().splitlines()[-15:])
         report = reports / "TEST-junit-jupiter.xml"
         if report.exists() and not run.timed_out:
