@@ -23,8 +23,13 @@ class FakeCluster:
     def __init__(self, brokers: list[int] | None = None, **kwargs: Any) -> None:
         self.brokers = brokers
         self.extra = kwargs.get("extra_config", {})
+        self.instrumentation = kwargs.get("instrumentation")
+        self.coverage_run = ""
         self.closed = False
         self.controller_ids = [1000]
+
+    def planted_mutants(self) -> dict[str, str]:
+        return {"c1000": self.instrumentation.mutant} if self.instrumentation and self.instrumentation.mutant else {}
 
     def start(self) -> FakeCluster:
         FakeCluster.started.append(self)
@@ -140,4 +145,28 @@ def test_session_timeout_is_part_of_the_shape(fake_clusters: list[FakeCluster]) 
     run(pool, (0, 1, 2)).close()
     run(pool, (0, 1, 2), session=30000).close()
     assert [f.extra["broker.session.timeout.ms"] for f in fake_clusters] == ["3000", "30000"]
+    pool.close()
+
+
+def test_a_planted_mutant_is_part_of_the_shape(fake_clusters: list[FakeCluster],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster with a Kafka mutant in its JVMs is never handed to a run that asked for none, nor
+    to one that asked for another mutant; the backend says what the agent planted."""
+    from pytest_elr.sut.instrument import MUTANT_ENV
+
+    one, two = (f"org.apache.kafka.controller.PartitionChangeBuilder#build()V:{n}:INCREMENTS:0" for n in (1, 2))
+    pool = kafka.KafkaBackend.new_session()
+    served: list[tuple[str | None, str | None]] = []
+    for wanted in (None, one, one, two, None):
+        if wanted:
+            monkeypatch.setenv(MUTANT_ENV, wanted)
+        else:
+            monkeypatch.delenv(MUTANT_ENV, raising=False)
+        backend = run(pool, (0, 1, 2))
+        got = backend.cluster.instrumentation
+        served.append((wanted, got.mutant if got else None))
+        backend.close()
+        assert backend.planted_mutants == ({"c1000": wanted} if wanted else {})
+    assert all(wanted == got for wanted, got in served), served
+    assert len(fake_clusters) == 4  # the second run of mutant one reused its cluster
     pool.close()
