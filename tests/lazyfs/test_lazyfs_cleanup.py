@@ -13,6 +13,14 @@ import pytest
 
 from pytest_elr.lazyfs.harness import is_mounted
 
+
+def ctrl_c_as_a_terminal_gives_it() -> None:
+    """In the child before it runs: SIGINT back to its default. A shell that started this run in the
+    background without job control (a CI step's ``cmd &``) ignores SIGINT, the child would inherit
+    that, and a Ctrl-C test would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 INNER = textwrap.dedent("""
     import os, time
     from pytest_elr.lazyfs.harness import mounted
@@ -63,7 +71,8 @@ def test_nothing_left_mounted(tmp_path, needs_fuse, how: str) -> None:
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:elr",
          "-p", "no:hypothesispytest",
          "--rootdir", str(tmp_path), str(inner)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=ctrl_c_as_a_terminal_gives_it)
     assert proc.stdout is not None
     out = b""
     while b"MOUNTED" not in out:

@@ -17,6 +17,14 @@ from docker.models.containers import Container
 
 from pytest_elr.sut import resources
 
+
+def ctrl_c_as_a_terminal_gives_it() -> None:
+    """In the child before it runs: SIGINT back to its default. A shell that started this run in the
+    background without job control (a CI step's ``cmd &``) ignores SIGINT, the child would inherit
+    that, and a Ctrl-C test would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +56,8 @@ def _run_and_interrupt(tmp_path: Path, sig: signal.Signals, when: str) -> str:
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_child.py"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=ctrl_c_as_a_terminal_gives_it)
     client = resources.docker_client()
     flt = {"label": f"{resources.SESSION_LABEL}={session}"}
     out = b""
