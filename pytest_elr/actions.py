@@ -503,6 +503,23 @@ class UncleanElection(Action):
 
 
 @dataclass(frozen=True)
+class ElectLeaders(Action):
+    """Ask the controller for a preferred leader election (``kafka-leader-election.sh
+    --election-type PREFERRED``): the first replica of the assignment leads again if it may.
+    An unclean election is ``unclean_election``, which also sets the topic's config."""
+
+    election: Literal["preferred"]
+    kind: ClassVar[str] = "elect_leaders"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(election=r.string(arg, what, ("preferred",)))]  # type: ignore[arg-type]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"elect_leaders": self.election}]
+
+
+@dataclass(frozen=True)
 class Wait(Action):
     """Let time pass (a real cluster's timers run; the model has no clock)."""
 
@@ -519,9 +536,9 @@ class Wait(Action):
 
 
 __all__ = [
-    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "Flush", "FORMS", "Heal", "HoldDirAssignments",
-    "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk", "Restart", "Resume",
-    "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait", "action_forms",
-    "action_from_event", "unhandled",
+    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "ElectLeaders", "Flush", "FORMS", "Heal",
+    "HoldDirAssignments", "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk",
+    "Restart", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait",
+    "action_forms", "action_from_event", "unhandled",
 ]
 

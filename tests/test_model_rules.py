@@ -247,3 +247,34 @@ def test_held_directory_assignments_change_nothing_without_a_new_disk() -> None:
     assert not k.dir_pending
     k.apply(Crash(broker=0))
     assert k.part.leader == 1
+
+
+def test_a_preferred_election_hands_the_leadership_back_to_the_first_replica() -> None:
+    from pytest_elr.actions import ElectLeaders
+
+    m = cluster()
+    m.apply(Crash(broker=0))
+    m.apply(Restart(broker=0))
+    assert (m.part.leader, m.part.isr) == (1, [0, 1, 2])
+    epochs = (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(ElectLeaders(election="preferred"))
+    assert (m.part.leader, m.part.isr) == (0, [0, 1, 2])
+    assert (m.part.leader_epoch, m.part.partition_epoch) == (epochs[0] + 1, epochs[1] + 1)
+    m.apply(ElectLeaders(election="preferred"))  # ELECTION_NOT_NEEDED: no change, no epoch
+    assert (m.part.leader, m.part.leader_epoch, m.part.partition_epoch) == (0, epochs[0] + 1, epochs[1] + 1)
+
+
+def test_a_preferred_replica_in_the_elr_beside_an_isr_is_not_elected() -> None:
+    """Kafka's ``isValidNewLeader``: "in either ISR or in ELR when ISR is empty"."""
+    from pytest_elr.actions import ElectLeaders
+
+    m = cluster(min_isr=3)
+    m.apply(Crash(broker=0))  # fenced, then out of the ISR and (under min ISR) into the ELR
+    assert (m.part.leader, m.part.isr, m.part.elr) == (1, [1, 2], [0])
+    m.apply(Restart(broker=0))  # unclean registration: out of the ELR, back as a follower
+    isolate(m, 0, "brokers")
+    assert (m.part.leader, m.part.isr, m.part.elr) == (1, [1, 2], [0])
+    before = (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(ElectLeaders(election="preferred"))
+    assert (m.part.leader, m.part.isr, m.part.elr) == (1, [1, 2], [0])
+    assert (m.part.leader_epoch, m.part.partition_epoch) == before

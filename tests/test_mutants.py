@@ -57,6 +57,8 @@ KILLED_BY = {
         "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step quorum-back"),
     "acks-all-taken-under-min-isr": (
         "expectation produce", "scenario kip966-acks-0-1-comparison [kip966]: step acks-all"),
+    "preferred-elected-from-elr-beside-isr": (
+        "expectation leader", "scenario preferred-election-under-min-isr [kip966]: step not-valid"),
 }
 
 EXAMPLES = 100

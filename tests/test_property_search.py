@@ -47,8 +47,9 @@ def test_kafka_breaks_invariants_within_tolerance_only_by_electing_its_lossy_las
     shutdowns, which assumes balanced recovery. What the search finds under ``kafka`` is exactly
     that, and the whole KIP (``kip966``) loses nothing on the same schedule."""
     # Aimed at the class (crashes left out: the kafka profile's tolerance counts them, KIP-966's
-    # unclean shutdowns, so they only use up the budget); 2,000 short schedules find it (~25 s).
-    found = search("kafka", max_examples=2000, steps=8, kinds=("isolate", "lossy", "min_isr"))
+    # unclean shutdowns, so they only use up the budget); 1,000 schedules of up to 12 steps find it
+    # (~15 s; the machine holds only these kinds' rules, so a new action kind does not move this).
+    found = search("kafka", max_examples=1000, steps=12, kinds=("isolate", "lossy", "min_isr"))
     assert found is not None, "the search no longer finds Kafka's documented loss"
     actions, violations = found
     assert any("no_acked_loss" in v for v in violations), violations
@@ -72,7 +73,7 @@ def test_the_search_draws_every_action_of_the_language() -> None:
     from pytest_elr.schedule.search import NOT_DRAWN, ProtocolMachine
 
     ProtocolMachine.kinds_applied.clear()
-    search("kafka", max_examples=150)
+    search("kafka", max_examples=200)  # every kind needs a few hundred schedules (resume: a paused broker first)
     missing = set(ACTIONS) - set(NOT_DRAWN) - ProtocolMachine.kinds_applied
     assert not missing, f"the search never applies {sorted(missing)}"
 

@@ -42,6 +42,8 @@ CASES = {
     "bad hwm": (GOOD.replace("leader: 1", "hwm: upwards"), 6, "expected advanced, frozen or an offset"),
     "too many controllers": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 2"), 1, "expected 1 or 3"),
     "controller to controller": (GOOD.replace("{isolate: 0}", "{cut: {from: controller, to: controller}}"), 5, "names no link"),
+    "unknown election": (GOOD.replace("{isolate: 0}", "{elect_leaders: unclean}"), 5,
+                         "step T0: elect_leaders: expected one of preferred, got 'unclean'"),
     "unknown profile": (GOOD + "profiles: [zookeeper]\n", 7, "expected one of kip966, kafka, legacy"),
     "session timeout too short": (GOOD.replace("brokers: 3", "brokers: 3, session_timeout_ms: 10"), 1, "expected a number from 1000 to 120000"),
     "session timeout too long": (GOOD.replace("brokers: 3", "brokers: 3, session_timeout_ms: 999999"), 1, "expected a number from 1000 to 120000"),

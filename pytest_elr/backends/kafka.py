@@ -32,6 +32,7 @@ from pytest_elr.actions import (
     Action,
     Crash,
     Cut,
+    ElectLeaders,
     Flush,
     Heal,
     HoldDirAssignments,
@@ -340,14 +341,25 @@ class KafkaBackend(Backend):
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=PRODUCE_TIMEOUT_S)
         if action.enabled:
-            answers = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, 0)])
-            for error in answers.result(timeout=PRODUCE_TIMEOUT_S).values():
-                # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
-                kafka_error = error.args[0] if isinstance(error, Exception) else error
-                code = kafka_error.code() if kafka_error is not None else None
-                if code not in (None, KafkaError.ELECTION_NOT_NEEDED, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE):
-                    raise BackendError(f"unclean election of {self.topic}-0 refused: {error}")
+            self._elect_leaders(admin, ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE)
         return None
+
+    @_do.register
+    def _(self, action: ElectLeaders) -> Result:
+        """ElectLeaders with election type PREFERRED. ELECTION_NOT_NEEDED (the preferred replica
+        leads) and PREFERRED_LEADER_NOT_AVAILABLE (it may not lead) are answers: the state says."""
+        admin = AdminClient({"bootstrap.servers": self._bootstrap()})
+        self._elect_leaders(admin, ElectionType.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE)
+        return None
+
+    def _elect_leaders(self, admin: AdminClient, election: ElectionType, no_candidate: int) -> None:
+        answers = admin.elect_leaders(election, [TopicPartition(self.topic, 0)])
+        for error in answers.result(timeout=PRODUCE_TIMEOUT_S).values():
+            # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
+            kafka_error = error.args[0] if isinstance(error, Exception) else error
+            code = kafka_error.code() if kafka_error is not None else None
+            if code not in (None, KafkaError.ELECTION_NOT_NEEDED, no_candidate):
+                raise BackendError(f"{election.name.lower()} election of {self.topic}-0 refused: {error}")
 
     @_do.register
     def _(self, action: Wait) -> Result:

@@ -15,6 +15,7 @@ from pytest_elr.actions import (
     Action,
     Crash,
     Cut,
+    ElectLeaders,
     Flush,
     Heal,
     HoldDirAssignments,
@@ -442,6 +443,11 @@ class ModelCluster:
     @_do.register
     def _(self, action: UncleanElection) -> Result:
         controller.set_unclean_election(self.part, action.enabled, self.ctx)
+        return None
+
+    @_do.register
+    def _(self, action: ElectLeaders) -> Result:
+        controller.elect_preferred_leader(self.part, self.ctx)
         return None
 
     @_do.register

@@ -293,6 +293,34 @@ def set_unclean_election(part: PartitionRecord, enabled: bool, ctx: ControllerCo
     maybe_elect(part, ctx)
 
 
+
+def elect_preferred_leader(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """An operator's preferred leader election (Admin ``electLeaders`` with type PREFERRED, what
+    ``kafka-leader-election.sh --election-type PREFERRED`` sends). Nothing happens when the first
+    replica of the assignment already leads; otherwise it is elected only if it is a valid leader
+    -- in the ISR, or in the ELR while the ISR is empty, and electable -- and the partition keeps
+    its leader when it is not. An election from the ELR makes the ISR the leader alone, as every
+    election from the ELR does.
+
+    KIP-966, "Controller behaviors" 3: a replica elected from the ELR is "added to ISR, and removed
+    from ELR"; the KIP names no other rule for preferred elections. Follows Kafka's
+    ``ReplicationControlManager.electLeader`` (ELECTION_NOT_NEEDED when ``hasPreferredLeader``) and
+    ``PartitionChangeBuilder.electPreferredLeader`` (``isValidNewLeader``: "in either ISR or in ELR
+    when ISR is empty"; the current leader kept when it is still valid).
+
+    Mutation switch: ``Rules.preferred_must_be_valid`` (off: an ELR member is elected beside a
+    non-empty ISR -- a replica that may lack committed records the ISR has).
+    """
+    preferred = part.replicas[0]
+    if part.leader == preferred:
+        return  # ELECTION_NOT_NEEDED
+    isr_empty = not part.isr or not ctx.profile.rules.preferred_must_be_valid
+    valid = preferred in part.isr or (isr_empty and ctx.profile.elr and preferred in part.elr)
+    if not (valid and electable(preferred, ctx)):
+        maybe_elect(part, ctx)  # PREFERRED_LEADER_NOT_AVAILABLE unless the leader itself is gone
+        return
+    seat_leader(part, preferred, False, ctx)
+
 # --- 3. the partition change -----------------------------------------------------------------
 
 
@@ -427,6 +455,12 @@ def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:
             part.leader = None
             bump(part, leader_change=True)
         return
+    seat_leader(part, leader, unclean, ctx)
+
+
+def seat_leader(part: PartitionRecord, leader: int, unclean: bool, ctx: ControllerContext) -> None:
+    """What an election does to the record, whoever asked for it (the rules and switches are
+    those of ``maybe_elect``)."""
     if unclean:
         part.isr = [leader]
         part.elr = []

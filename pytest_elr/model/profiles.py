@@ -59,6 +59,7 @@ class Rules:
     elr_leader_becomes_isr: bool = True  # maybe_elect: a leader elected from the ELR is the new ISR
     unclean_election_recovers: bool = True  # maybe_elect: an unclean election marks the partition RECOVERING
     acks_all_refused_under_min_isr: bool = True  # produce_rejection: acks=all refused before the append
+    preferred_must_be_valid: bool = True  # elect_preferred_leader: an ELR member only while the ISR is empty
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from pytest_elr.actions import (
     Action,
     Crash,
     Cut,
+    ElectLeaders,
     Flush,
     Heal,
     HoldDirAssignments,
@@ -61,7 +62,7 @@ VICTIMS = st.one_of(st.just("leader"), st.just("leader"), st.sampled_from(BROKER
 #: kinds of rule a schedule may use; each example enables a random subset ("swarm testing",
 #: Groce et al.), which finds bugs that need many faults of a few kinds far sooner
 KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy", "restart",
-         "pause", "flush", "min_isr", "unclean_election")
+         "pause", "flush", "min_isr", "unclean_election", "elect_leaders")
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
@@ -71,7 +72,13 @@ NOT_DRAWN: dict[str, str] = {
 
 
 def _enabled(kind: str):  # type: ignore[no-untyped-def]
-    return precondition(lambda self: kind in self.enabled)
+    """A rule of ``kind``: drawn only in examples whose swarm enabled it, and left out of the machine
+    altogether when the search is not given the kind (``machine_for``)."""
+    def tag(rule_function):  # type: ignore[no-untyped-def]
+        guarded = precondition(lambda self: kind in self.enabled)(rule_function)
+        guarded.search_kind = kind
+        return guarded
+    return tag
 
 
 @dataclass
@@ -237,6 +244,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         """The 2018 runbook; after an election it makes, the data invariants promise nothing."""
         self._do(UncleanElection(enabled=enabled))
 
+    @_enabled("elect_leaders")
+    @rule()
+    def elect_preferred_leader(self) -> None:
+        self._do(ElectLeaders(election="preferred"))
+
     @precondition(lambda self: len(self.actions) > 0)
     @invariant()
     def protocol_invariants(self) -> None:
@@ -262,7 +274,12 @@ def violations_on(profile: Profile, actions: list[Action]) -> list[str]:
 
 
 def machine_for(cfg: SearchConfig) -> type[ProtocolMachine]:
-    return type(f"ProtocolMachine_{cfg.profile.name}", (ProtocolMachine,), {"config": cfg})
+    """The machine of one search. Rules of kinds it is not given are hidden, not merely never
+    enabled: Hypothesis chooses among every rule of the class, so a kind added to the language
+    would otherwise change what a search restricted to other kinds draws for the same seed."""
+    hidden = {name: None for name, member in vars(ProtocolMachine).items()
+              if getattr(member, "search_kind", None) not in (None, *cfg.kinds)}
+    return type(f"ProtocolMachine_{cfg.profile.name}", (ProtocolMachine,), {"config": cfg, **hidden})
 
 
 @contextmanager
