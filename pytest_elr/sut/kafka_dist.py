@@ -32,7 +32,7 @@ DIST_ENV = "PYTEST_ELR_KAFKA_DIST"
 MAX_UNPACKED_BYTES = 2 * 1024**3
 MAX_MEMBERS = 20_000
 #: the server jar, which holds ``kafka.Kafka`` and the StorageTool the node runs (not -test, -sources, ...)
-_SERVER_JAR = re.compile(r"kafka_2\.1[23]-(?P<version>\d+\.\d+\.\d+[A-Za-z0-9.+-]*?)\.jar")
+_SERVER_JAR = re.compile(r"kafka_2\.1[23]-(?P<version>.+)\.jar")
 _NOT_THE_SERVER = ("-test", "-sources", "-javadoc", "-test-sources")
 _CLIENTS_JAR = re.compile(r"kafka-clients-.+\.jar")
 _VERSION_PROPERTIES = "kafka/kafka-version.properties"
