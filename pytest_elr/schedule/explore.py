@@ -461,17 +461,17 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--kafka-mutant plants a bug in Kafka: it needs --backend kafka")
         os.environ[MUTANT_ENV] = args.kafka_mutant  # every cluster of this process, replays included
     if args.kafka_dist:
-        from pytest_elr.backends.kafka import dist_from_env
+        from pytest_elr.sut.errors import SutError
+        from pytest_elr.sut.images import load_dist
         from pytest_elr.sut.kafka_dist import DIST_ENV
 
         if args.backend != "kafka" or args.kafka_version:
             parser.error("--kafka-dist runs on --backend kafka, without --kafka-version (its version is the release)")
-        os.environ[DIST_ENV] = args.kafka_dist  # every cluster of this process, replays included
         try:
-            dist = dist_from_env()
-        except BackendError as exc:
+            dist = load_dist(args.kafka_dist)
+        except SutError as exc:
             parser.error(f"--kafka-dist: {exc}")
-        assert dist is not None
+        os.environ[DIST_ENV] = str(dist.source)  # every cluster of this process, replays included
         args.kafka_version = dist.release
     try:
         backend = load_backend(args.backend)

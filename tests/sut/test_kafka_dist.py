@@ -245,3 +245,43 @@ def test_a_dist_sets_the_release_and_refuses_another_backend_or_version(
 
     assert _versions(config) == ("4.0.2",)  # the dist's release keys known failures and ranges
     assert os.environ.get(kafka_dist.DIST_ENV) is None  # the setting is not leaked into the environment
+
+
+def test_elr_explore_kafka_dist_refuses_bad_input_as_a_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_elr.schedule import explore
+
+    monkeypatch.setenv(images.BUILD_DIR_ENV, str(tmp_path / "build"))
+    monkeypatch.delenv(kafka_dist.DIST_ENV, raising=False)
+    for argv, message in (
+            (["--kafka-dist", str(tmp_path / "none.tgz")],
+             f"--kafka-dist: {tmp_path / 'none.tgz'}: no such file or directory; expected a Kafka distribution"),
+            (["--kafka-dist", str(make_dist(tmp_path / "d")), "--kafka-version", "4.4.0"],
+             "--kafka-dist runs on --backend kafka, without --kafka-version")):
+        with pytest.raises(SystemExit) as exited:
+            explore.main([*argv, "--out", str(tmp_path / "out")])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+    assert os.environ.get(kafka_dist.DIST_ENV) is None
+
+
+def test_the_backend_takes_the_dist_from_the_environment_and_its_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``elr explore --kafka-dist`` hands every backend of its process (replays included)."""
+    from pytest_elr.backends.kafka import KafkaBackend
+    from pytest_elr.core.errors import BackendError
+
+    monkeypatch.setenv(images.BUILD_DIR_ENV, str(tmp_path / "build"))
+    monkeypatch.delenv("PYTEST_ELR_KAFKA_VERSION", raising=False)
+    monkeypatch.setenv(kafka_dist.DIST_ENV, str(make_tarball(make_dist(tmp_path / "s", version="4.1.0-rc2"),
+                                                             tmp_path / "k.tgz")))
+    assert KafkaBackend.default_version() == "4.1.0"
+    backend = KafkaBackend(session=object())  # type: ignore[arg-type]
+    assert backend.kafka_version == "4.1.0" and backend.dist is not None and backend.dist.version == "4.1.0-rc2"
+    with pytest.raises(BackendError, match=r"Kafka 4\.4\.0 was asked for, but the distribution .*k\.tgz is "
+                                           r"Kafka 4\.1\.0-rc2: give one of them"):
+        KafkaBackend(session=object(), version="4.4.0")  # type: ignore[arg-type]
+    monkeypatch.setenv(kafka_dist.DIST_ENV, str(tmp_path / "gone"))
+    with pytest.raises(BackendError, match=r"\$PYTEST_ELR_KAFKA_DIST: .*gone: no such file or directory"):
+        KafkaBackend.default_version()
