@@ -46,6 +46,8 @@ CONFIRMATION = pytest.StashKey[Confirmation]()
 CONFIRMATION_FAILED = pytest.StashKey[str]()
 #: a Python test's cluster handles, judged when its body ends; and those already in RESULTS
 HANDLES = pytest.StashKey[list[ClusterHandle]]()
+#: the Kafka distribution of --elr-kafka-dist (a sut.kafka_dist.KafkaDist), None when not given
+KAFKA_DIST = pytest.StashKey[Any]()
 KEPT = pytest.StashKey[set[int]]()
 #: the key under which an xdist worker sends its runs to the controller
 WORKER_RESULTS = "pytest_elr_results"
@@ -202,9 +204,38 @@ def _mark(item: pytest.Item, scenario: Scenario, backend: type[Backend], profile
                 reason=f"known to fail on Kafka {version}: {known.because} ({scenario.path}:{known.line})"))
 
 
+def _kafka_dist(config: pytest.Config) -> Any:
+    """The distribution ``--elr-kafka-dist`` names, read once (a tarball unpacked, the jars hashed);
+    None when not given. Bad input is a usage error naming the path and what was expected."""
+    if KAFKA_DIST in config.stash:
+        return config.stash[KAFKA_DIST]
+    value = setting(config, "kafka_dist")
+    dist = None
+    if value:
+        where = setting_source(config, "kafka_dist")
+        backend = _backend_class(config)
+        if backend.name != "kafka":
+            raise pytest.UsageError(f"{where}: a Kafka distribution runs on the kafka backend, not {backend.name}")
+        if setting(config, "kafka_version"):
+            raise pytest.UsageError(f"{where} and {setting_source(config, 'kafka_version')}: give one of them "
+                                    "(the distribution's own version is the release under test)")
+        from pytest_elr.sut.errors import SutError  # here: the images module imports Docker's client
+        from pytest_elr.sut.images import load_dist
+
+        try:
+            dist = load_dist(value)
+        except SutError as exc:
+            raise pytest.UsageError(f"{where}: {exc}") from None
+    config.stash[KAFKA_DIST] = dist
+    return dist
+
+
 def _versions(config: pytest.Config) -> tuple[str | None, ...]:
     """The releases each scenario runs on: the setting's list, else the backend's default; a
-    backend without releases (the model) runs once."""
+    backend without releases (the model) runs once; a Kafka distribution's own release."""
+    dist = _kafka_dist(config)
+    if dist is not None:
+        return (dist.release,)
     default = _backend_class(config).default_version()
     if default is None:
         return (None,)
@@ -492,6 +523,9 @@ def _new_backend(config: pytest.Config, version: str | None) -> Backend:
     sessions = config.stash.setdefault(SESSIONS, {})
     if cls.name not in sessions:
         sessions[cls.name] = cls.new_session()
+    dist = _kafka_dist(config)
+    if dist is not None:  # the kafka backend's own parameter (_kafka_dist refuses another backend)
+        return cls(session=sessions[cls.name], version=version, dist=dist)  # type: ignore[call-arg]
     return cls(session=sessions[cls.name], version=version)
 
 

@@ -7,6 +7,7 @@ exercised by every scenario of the suite).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ class FakeCluster:
     def __init__(self, brokers: list[int] | None = None, **kwargs: Any) -> None:
         self.brokers = brokers
         self.extra = kwargs.get("extra_config", {})
+        self.kwargs = kwargs
         self.instrumentation = kwargs.get("instrumentation")
         self.coverage_run = ""
         self.closed = False
@@ -169,4 +171,34 @@ def test_a_planted_mutant_is_part_of_the_shape(fake_clusters: list[FakeCluster],
         assert backend.planted_mutants == ({"c1000": wanted} if wanted else {})
     assert all(wanted == got for wanted, got in served), served
     assert len(fake_clusters) == 4  # the second run of mutant one reused its cluster
+    pool.close()
+
+
+def test_two_kafka_dists_never_share_a_cluster(fake_clusters: list[FakeCluster], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two builds of one release (``--elr-kafka-dist``) are two shapes: a run on a patched Kafka is
+    never served a cluster of the unpatched one; the same dist again reuses its cluster, on its image."""
+    import zipfile
+
+    from pytest_elr.sut import images
+    from pytest_elr.sut.kafka_dist import open_dist
+
+    def dist(name: str, server_class: str) -> Any:
+        libs = tmp_path / name / "libs"
+        libs.mkdir(parents=True)
+        with zipfile.ZipFile(libs / "kafka_2.13-4.4.0.jar", "w") as z:
+            z.writestr("kafka/Kafka.class", server_class)
+        return open_dist(libs.parent, tmp_path / "build")
+
+    monkeypatch.setattr(images, "resolve_dist_image", lambda d: f"dist-image-of-{d.source.name}")
+    plain, patched = dist("plain", "as released"), dist("patched", "with a fix")
+    assert plain.release == patched.release == "4.4.0" and plain.libs_hash != patched.libs_hash
+    pool = kafka.KafkaBackend.new_session()
+    for d in (plain, patched, plain):
+        backend = kafka.KafkaBackend(session=pool, dist=d)
+        assert backend.kafka_version == "4.4.0"
+        backend.start(ClusterSpec(brokers=(0, 1, 2)), TopicSpec(name="t", replicas=(0, 1, 2), min_insync_replicas=1),
+                      "kafka", History.create(None))
+        backend.close()
+    assert [f.kwargs["image"] for f in fake_clusters] == ["dist-image-of-plain", "dist-image-of-patched"]
     pool.close()

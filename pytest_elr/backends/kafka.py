@@ -22,7 +22,7 @@ import json
 import os
 import secrets
 import time
-from functools import singledispatchmethod
+from functools import lru_cache, singledispatchmethod
 from typing import Any, ClassVar, cast
 
 from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
@@ -64,7 +64,8 @@ from pytest_elr.faults.network import ASSIGN_REPLICAS_TO_DIRS, BROKER_HEARTBEAT
 from pytest_elr.sut.admin import PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
-from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError, SutError
+from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtocolError, SutError
+from pytest_elr.sut.kafka_dist import DIST_ENV, KafkaDist
 from pytest_elr.sut.polling import await_value
 from pytest_elr.workload.drain import drain, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
@@ -91,6 +92,28 @@ _REJECTIONS = {
 }
 
 
+def dist_from_env() -> KafkaDist | None:
+    """The distribution ``$PYTEST_ELR_KAFKA_DIST`` names (``elr explore --kafka-dist`` sets it), or None."""
+    path = os.environ.get(DIST_ENV)
+    if not path:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        stat = None
+    try:  # once per file version: hashing every jar of a dist costs a moment, and every run makes a backend
+        return _open_dist(path, (stat.st_mtime_ns, stat.st_size) if stat else None)
+    except KafkaDistError as exc:
+        raise BackendError(f"${DIST_ENV}: {exc}") from None
+
+
+@lru_cache(maxsize=8)
+def _open_dist(path: str, _version: object) -> KafkaDist:
+    from pytest_elr.sut.images import load_dist  # here: the images module imports Docker's client
+
+    return load_dist(path)
+
+
 class KafkaBackend(Backend):
     name: ClassVar[str] = "kafka"
     profiles: ClassVar[frozenset[str]] = frozenset({"kafka", "legacy"})
@@ -100,14 +123,23 @@ class KafkaBackend(Backend):
     def default_version(cls) -> str:
         from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION  # here: the images module imports Docker's client
 
+        dist = dist_from_env()
+        if dist is not None:
+            return dist.release
         return os.environ.get(KAFKA_VERSION_ENV) or DEFAULT_KAFKA_VERSION
 
-    def __init__(self, session: Session | None = None, version: str | None = None) -> None:
+    def __init__(self, session: Session | None = None, version: str | None = None,
+                 dist: KafkaDist | None = None) -> None:
         """``session``: the pytest session's :class:`ClusterPool` (None: a pool of this backend's own,
         closed by ``close``); ``version``: the Kafka release (default ``$PYTEST_ELR_KAFKA_VERSION``,
-        else the one the images are built for)."""
+        else the one the images are built for); ``dist``: a Kafka distribution of one's own to run
+        instead (default ``$PYTEST_ELR_KAFKA_DIST``), whose release it is then."""
         super().__init__(session, version)
-        self.kafka_version = version or self.default_version()
+        self.dist = dist or dist_from_env()
+        if self.dist is not None and version not in (None, self.dist.release):
+            raise BackendError(f"Kafka {version} was asked for, but the distribution {self.dist.source} "
+                               f"is Kafka {self.dist.version}: give one of them")
+        self.kafka_version = self.dist.release if self.dist is not None else version or self.default_version()
         self._own_pool = session is None
         self.pool = cast(ClusterPool[Any], session) if session is not None else ClusterPool()
         self.cluster: Any = None  # a started pytest_elr.sut.cluster.KafkaCluster, from the pool
@@ -148,7 +180,9 @@ class KafkaBackend(Backend):
         self.history = history
         self.session_timeout_ms = cluster.session_timeout_ms or self.default_session_timeout_ms
         instrumentation = self._instrumentation()
+        # Two distributions never share a cluster, even of one release: the dist's hash is in the shape.
         shape = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
+                 self.dist.libs_hash if self.dist is not None else None,
                  self.session_timeout_ms, instrumentation.key if instrumentation else None)
         self.cluster = self.pool.acquire(
             shape, lambda: self._new_cluster(cluster, elr=profile == "kafka", instrumentation=instrumentation))
@@ -181,9 +215,14 @@ class KafkaBackend(Backend):
 
         extra = {"broker.session.timeout.ms": str(self.session_timeout_ms)}
         try:
+            image = os.environ.get(IMAGE_ENV) or None
+            if self.dist is not None:
+                from pytest_elr.sut.images import resolve_dist_image  # here: it imports Docker's client
+
+                image = resolve_dist_image(self.dist)  # built on first use (minutes), then reused
             return KafkaCluster(
                 brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers, elr=elr,
-                kafka_version=self.kafka_version, image=os.environ.get(IMAGE_ENV) or None, extra_config=extra,
+                kafka_version=self.kafka_version, image=image, extra_config=extra,
                 instrumentation=instrumentation, start_timeout_s=float(os.environ.get(START_TIMEOUT_ENV) or 120),
             ).start()
         except ClusterStartError as exc:

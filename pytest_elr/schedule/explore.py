@@ -1,7 +1,7 @@
 """``elr explore``: random fault schedules on a real cluster, the model as the oracle at every step;
 what differs is confirmed by replay on a fresh cluster and shrunk by replay to a runnable scenario.
 
-    elr explore --budget 30m [--kafka-version 4.4.0] [--seed 1] [--profile kafka]
+    elr explore --budget 30m [--kafka-version 4.4.0 | --kafka-dist kafka_2.13-X.tgz] [--seed 1] [--profile kafka]
                 [--kinds isolate,power_off,...] [--steps 8] [--out .elr-explore]
                 [--mutant NAME]    # plant a defect in the oracle: the exploration must find it
                 [--kafka-mutant ID]  # plant a bug in Kafka's own code (elr kafka-mutants list)
@@ -433,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="time for exploring (confirming and shrinking a finding may run past it)")
     parser.add_argument("--backend", default="kafka", help="the system under test (default: kafka)")
     parser.add_argument("--kafka-version", default=None, help="the release under test (default: the backend's)")
+    parser.add_argument("--kafka-dist", default=None, metavar="PATH",
+                        help="a Kafka distribution of your own to explore (a release tarball such as `./gradlew "
+                             "releaseTarGz` makes, or a directory with libs/); its version is the release under test")
     parser.add_argument("--seed", type=bounded("--seed", 0, 999_999), default=0)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="kafka")
     parser.add_argument("--kinds", default=None, help="action kinds to draw from, comma separated (default: all)")
@@ -457,6 +460,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.backend != "kafka":
             parser.error("--kafka-mutant plants a bug in Kafka: it needs --backend kafka")
         os.environ[MUTANT_ENV] = args.kafka_mutant  # every cluster of this process, replays included
+    if args.kafka_dist:
+        from pytest_elr.sut.errors import SutError
+        from pytest_elr.sut.images import load_dist
+        from pytest_elr.sut.kafka_dist import DIST_ENV
+
+        if args.backend != "kafka" or args.kafka_version:
+            parser.error("--kafka-dist runs on --backend kafka, without --kafka-version (its version is the release)")
+        try:
+            dist = load_dist(args.kafka_dist)
+        except SutError as exc:
+            parser.error(f"--kafka-dist: {exc}")
+        os.environ[DIST_ENV] = str(dist.source)  # every cluster of this process, replays included
+        args.kafka_version = dist.release
     try:
         backend = load_backend(args.backend)
     except BackendError as exc:

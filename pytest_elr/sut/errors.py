@@ -55,3 +55,7 @@ class ToxiproxyError(SutError):
 
 class NodeCommandError(SutError):
     """A `kafka-ctl` command inside a node container failed."""
+
+
+class KafkaDistError(SutError):
+    """A Kafka distribution (``--elr-kafka-dist``) that cannot be used; names the path and what was expected."""

@@ -3,6 +3,7 @@
     elr images build [--kafka-version 4.3.1|4.0.2,4.4.0|all-4x|ci]... [--force]
     elr images tag   [--kafka-version ...]      # print the tag the installed recipes give
     elr images prune [--kafka-version ...]      # remove every node image but the default's and these
+    elr images build --kafka-dist kafka_2.13-4.5.0-SNAPSHOT.tgz   # a Kafka build of your own (kafka_dist)
 
 The recipes (``pytest_elr/sut/recipes/``: ``kafka-node/``, ``toxiproxy/``) are package data, read
 with :mod:`importlib.resources`, so an installed wheel builds its own images. Steps (each named in
@@ -49,7 +50,8 @@ import docker.errors
 
 from pytest_elr.core.versions import KNOWN_KAFKA_VERSIONS, NEWEST, VERSION_SETS, VersionError, resolve_versions
 from pytest_elr.sut import resources
-from pytest_elr.sut.errors import BuildStepError, ImageMissingError, UnknownKafkaVersionError
+from pytest_elr.sut.errors import BuildStepError, ImageMissingError, KafkaDistError, UnknownKafkaVersionError
+from pytest_elr.sut.kafka_dist import DIST_ENV, KafkaDist, open_dist
 
 # Which releases exist and the named sets (all-4x, ci, ...) live in core.versions, one place for
 # the plugin's --elr-kafka-version and for this build; every listed release builds and starts.
@@ -59,6 +61,7 @@ DEFAULT_KAFKA_VERSION = NEWEST
 SUITE = "bookworm"
 LABEL_PREFIX = "pytest-elr"
 RECIPE_HASH_LABEL = f"{LABEL_PREFIX}.recipe-hash"
+DIST_HASH_LABEL = f"{LABEL_PREFIX}.kafka-dist-hash"
 # Bump to force rebuilds when the build logic in this module changes what an image holds.
 RECIPE_VERSION = "2"
 BASE_RECIPE_VERSION = "1"  # the debootstrap'ed base's own (it changes far less often)
@@ -185,6 +188,17 @@ def toxiproxy_version() -> str:
 
 def node_tag(kafka_version: str) -> str:
     return f"{namespace()}/kafka-node:{kafka_version}-{recipe_hash()}"
+
+
+def dist_tag(dist: KafkaDist) -> str:
+    """A distribution's node image: named by its jars and the recipes, so a changed patch or
+    changed recipes get an image of their own."""
+    return f"{namespace()}/kafka-node:dist-{_hash(recipe_hash(), dist.libs_hash)}"
+
+
+def load_dist(path: str | os.PathLike[str]) -> KafkaDist:
+    """The distribution at ``path`` (a tarball is unpacked in the build directory)."""
+    return open_dist(path, build_dir())
 
 
 def base_ref() -> str:
@@ -390,9 +404,28 @@ def build_node(kafka_version: str, force: bool = False) -> Built:
     if _image_exists(tag) and not force:
         _log(f"kafka-node: {tag} exists")
         return Built(tag, "", time.monotonic() - t_start)
+    base = _docker_build_node(tag, resolve_kafka_classpath(kafka_version), kafka_version, {})
+    return Built(tag, base, time.monotonic() - t_start)
+
+
+def build_dist_node(dist: KafkaDist, force: bool = False) -> Built:
+    """The node image of a distribution: the release's build, with the dist's ``libs/`` for the
+    jars Maven Central would give. Nothing is downloaded for the jars."""
+    t_start = time.monotonic()
+    tag = dist_tag(dist)
+    if _image_exists(tag) and not force:
+        _log(f"kafka-node: {tag} exists ({dist.source})")
+        return Built(tag, "", time.monotonic() - t_start)
+    labels = {DIST_HASH_LABEL: dist.libs_hash, f"{LABEL_PREFIX}.kafka-dist-version": dist.version,
+              f"{LABEL_PREFIX}.kafka-dist-source": str(dist.source)}
+    base = _docker_build_node(tag, dist.libs, dist.release, labels)
+    return Built(tag, base, time.monotonic() - t_start)
+
+
+def _docker_build_node(tag: str, libs: Path, kafka_version: str, extra_labels: dict[str, str]) -> str:
+    """``docker build`` of the node recipe with ``libs`` as Kafka's classpath; returns the base used."""
     base = build_base()
     toxiproxy = build_toxiproxy()
-    libs = resolve_kafka_classpath(kafka_version)
     t0 = time.monotonic()
     ctx = Path(tempfile.mkdtemp(prefix="elr-ctx-", dir=build_dir()))
     try:
@@ -402,13 +435,16 @@ def build_node(kafka_version: str, force: bool = False) -> Built:
         (ctx / "lazyfs").mkdir()
         for p in _lazyfs_sources():
             (ctx / "lazyfs" / p.name).write_bytes(p.read_bytes())
-        shutil.copytree(libs, ctx / "kafka-libs")
+        (ctx / "kafka-libs").mkdir()
+        for jar in sorted(libs.glob("*.jar")):  # the classpath is libs/*.jar: nothing else goes in
+            shutil.copy2(jar, ctx / "kafka-libs" / jar.name)
         labels = {
             f"{LABEL_PREFIX}.image": "kafka-node",
             RECIPE_HASH_LABEL: recipe_hash(),
             f"{LABEL_PREFIX}.kafka-version": kafka_version,
             f"{LABEL_PREFIX}.toxiproxy-version": toxiproxy_version(),
             f"{LABEL_PREFIX}.base": base,
+            **extra_labels,
         }
         # --force-rm: the legacy builder otherwise leaves a failed step's container behind.
         cmd = ["docker", "build", "-q", "--force-rm", "-t", tag, "--build-arg", f"BASE_IMAGE={base}",
@@ -421,7 +457,7 @@ def build_node(kafka_version: str, force: bool = False) -> Built:
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
     _log(f"kafka-node: built {tag} in {time.monotonic() - t0:.0f}s")
-    return Built(tag, base, time.monotonic() - t_start)
+    return base
 
 
 def build(kafka_version: str = DEFAULT_KAFKA_VERSION, force: bool = False) -> Built:
@@ -430,15 +466,37 @@ def build(kafka_version: str = DEFAULT_KAFKA_VERSION, force: bool = False) -> Bu
     return build_node(kafka_version, force)
 
 
-def prune(keep: Sequence[str]) -> list[str]:
-    """Remove every node image of this namespace but the installed recipes' own for ``keep``.
+def build_dist(dist: KafkaDist, force: bool = False) -> Built:
+    build_dir().mkdir(parents=True, exist_ok=True)
+    _check_engine()
+    return build_dist_node(dist, force)
+
+
+def resolve_dist_image(dist: KafkaDist) -> str:
+    """The node image of ``dist``, built first when missing (minutes; then it is reused), and
+    refused unless its labels say it holds these jars and the installed recipes."""
+    tag = dist_tag(dist)
+    if not _image_exists(tag):
+        build_dist(dist)
+    found = resources.docker_client().images.get(tag)
+    verify_image(tag, found.labels, dist.release)
+    if (found.labels or {}).get(DIST_HASH_LABEL) != dist.libs_hash:
+        raise ImageMismatchError(f"image {tag} does not hold the jars of {dist.source} "
+                                 f"(label {DIST_HASH_LABEL} is not {dist.libs_hash}).\n"
+                                 f"fix: `elr images build --force --kafka-dist {dist.source}`")
+    return tag
+
+
+def prune(keep: Sequence[str], keep_tags: Sequence[str] = ()) -> list[str]:
+    """Remove every node image of this namespace but the installed recipes' own for ``keep``, and
+    ``keep_tags`` (the images of the distributions named: others' are removed like old releases').
 
     CI calls it before the tests (``PYTEST_ELR_PRUNE_IMAGES=1 ./elr test``) so that a machine which
     built other releases by hand runs the tests with exactly what a new machine's set-up builds: a
     test that leans on another image then fails here as it would there. Returns the removed tags.
     """
     _check_engine()
-    wanted = {node_tag(v) for v in keep}
+    wanted = {node_tag(v) for v in keep} | set(keep_tags)
     repository = f"{namespace()}/kafka-node"
     client = resources.docker_client()
     removed = []
@@ -463,16 +521,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kafka-version", action="append",
                     help=f"a version, a comma list or a set ({', '.join(VERSION_SETS)}); repeatable; "
                          f"default {DEFAULT_KAFKA_VERSION}")
+    ap.add_argument("--kafka-dist", action="append", metavar="PATH",
+                    help="a Kafka distribution of your own (a release tarball such as `./gradlew releaseTarGz` "
+                         "makes, or a directory with libs/): build/tag its image, or keep it when pruning; "
+                         f"repeatable; default ${DIST_ENV} (for prune)")
     ap.add_argument("--force", action="store_true", help="rebuild even if the tags exist")
     a = ap.parse_args(argv)
     if a.command == "setup-host":
         with recipe_path("setup-host.sh") as script:
             return subprocess.run(["bash", str(script)]).returncode
     try:
+        dist_paths = a.kafka_dist or ([os.environ[DIST_ENV]] if a.command == "prune" and os.environ.get(DIST_ENV)
+                                      else [])
+        dists = [load_dist(path) for path in dist_paths]
         versions = resolve_versions(",".join(a.kafka_version or [DEFAULT_KAFKA_VERSION]))  # each once
         if a.command == "prune":  # the default release is always kept: every set-up builds it
-            for tag in prune((DEFAULT_KAFKA_VERSION, *versions)):
+            for tag in prune((DEFAULT_KAFKA_VERSION, *versions), [dist_tag(d) for d in dists]):
                 _log(f"removed {tag}")
+            return 0
+        for dist in dists:
+            if a.command == "tag":
+                print(dist_tag(dist))
+                continue
+            built = build_dist(dist, a.force)
+            _log(f"ready: {built.node} (Kafka {dist.version} from {dist.source}, {built.seconds:.0f}s)")
+            print(built.node)
+        if dists and not a.kafka_version:  # a dist alone builds only its image
             return 0
         for v in versions:
             if a.command == "tag":
@@ -481,7 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             built = build(v, a.force)
             _log(f"ready: {built.node} ({built.seconds:.0f}s)")
             print(built.node)
-    except (BuildStepError, ImageMissingError, UnknownKafkaVersionError, VersionError) as e:
+    except (BuildStepError, ImageMissingError, KafkaDistError, UnknownKafkaVersionError, VersionError) as e:
         print(f"[images] FAILED: {e}", file=sys.stderr)
         return 1
     return 0

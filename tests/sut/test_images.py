@@ -4,9 +4,11 @@ image must carry, and a build on a given base image (``$PYTEST_ELR_BASE_IMAGE``)
 from __future__ import annotations
 
 import io
+import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -233,3 +235,101 @@ def test_prune_keeps_only_the_named_releases_node_images(fresh_namespace: str, t
     left = set(_docker("images", "--format", "{{.Repository}}:{{.Tag}}").split())
     assert kept in left and unrelated in left
     assert other not in left and stale not in left
+
+
+# ------------------------------------------------------------------ a Kafka build of one's own
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def apache_layout_tarball(libs: Path, version: str, out: Path) -> Path:
+    """``kafka_2.13-<version>.tgz`` as ``./gradlew releaseTarGz`` lays it out (one top directory with
+    bin/ config/ libs/), its libs/ the jars Maven Central gave the release's own image."""
+    top = f"kafka_2.13-{version}"
+    with tarfile.open(out, "w:gz") as tar:
+        for d in ("bin", "config", "libs"):
+            info = tarfile.TarInfo(f"{top}/{d}")
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for name, text in ((f"{top}/bin/kafka-server-start.sh", "#!/bin/sh\nexec java kafka.Kafka \"$@\"\n"),
+                           (f"{top}/config/server.properties", "process.roles=broker,controller\n")):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(text), 0o755
+            tar.addfile(info, io.BytesIO(text.encode()))
+        for jar in sorted(libs.glob("*.jar")):
+            tar.add(jar, arcname=f"{top}/libs/{jar.name}")
+    return out
+
+
+@pytest.mark.docker
+def test_a_kafka_dist_tarball_builds_its_image_and_runs_a_scenario(
+        fresh_namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A contributor's ``releaseTarGz`` (assembled here from the default release's Maven Central jars,
+    already cached: nothing is downloaded) through ``pytest --elr-kafka-dist``: the plugin builds the
+    dist's image, labelled with its hash and version, and a real scenario passes on it. The image is
+    of this test's namespace, removed afterwards with its containers."""
+    version = images.DEFAULT_KAFKA_VERSION
+    monkeypatch.setenv(images.NAMESPACE_ENV, images.DEFAULT_NAMESPACE)  # this machine's own cache and base
+    libs = images.resolve_kafka_classpath(version)
+    base = images.build_base()
+    toxiproxy = images.build_toxiproxy()
+    monkeypatch.setenv(images.NAMESPACE_ENV, fresh_namespace)
+    build = tmp_path / "build"  # the dist is unpacked here, not in the shared cache
+    shutil.copytree(toxiproxy.parent, build / toxiproxy.parent.name)
+    tarball = apache_layout_tarball(libs, version, tmp_path / f"kafka_2.13-{version}.tgz")
+    env = {**os.environ, images.NAMESPACE_ENV: fresh_namespace, images.BASE_IMAGE_ENV: base,
+           images.BUILD_DIR_ENV: str(build), "PYTEST_ELR_BACKEND": "kafka"}
+    env.pop("PYTEST_ELR_KAFKA_VERSION", None)
+    env.pop("PYTEST_ELR_KAFKA_IMAGE", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "scenarios/kip966_effective_min_isr.elr.yaml", "-p", "no:randomly",
+         "--elr-kafka-dist", str(tarball), "--elr-profile=kafka", "--elr-checker=inline", "-q", "-rA"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert "1 passed" in run.stdout, run.stdout[-2000:]
+    monkeypatch.setenv(images.BUILD_DIR_ENV, str(build))
+    dist = images.load_dist(tarball)
+    assert dist.version == version and dist.libs.is_relative_to(build)
+    tag = images.dist_tag(dist)
+    labels = resources.docker_client().images.get(tag).labels
+    assert labels[images.DIST_HASH_LABEL] == dist.libs_hash
+    assert labels["pytest-elr.kafka-version"] == version and labels["pytest-elr.kafka-dist-version"] == version
+    assert labels["pytest-elr.kafka-dist-source"] == str(tarball.resolve())
+    assert labels[images.RECIPE_HASH_LABEL] == images.recipe_hash()
+    assert _docker("ps", "-a", "-q", "--filter", f"ancestor={tag}") == ""  # the session closed its cluster
+
+
+@pytest.mark.docker
+def test_prune_keeps_the_named_kafka_dists_image_only(fresh_namespace: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A dist's image is pruned like another release's, unless the dist is named (``--kafka-dist``,
+    or ``$PYTEST_ELR_KAFKA_DIST``: what the next ``pytest`` run would use)."""
+    import zipfile
+
+    from pytest_elr.sut.kafka_dist import DIST_ENV
+
+    monkeypatch.setenv(images.BUILD_DIR_ENV, str(tmp_path / "build"))
+    monkeypatch.delenv(DIST_ENV, raising=False)
+
+    def dist(name: str) -> Path:
+        (tmp_path / name / "libs").mkdir(parents=True)
+        with zipfile.ZipFile(tmp_path / name / "libs" / "kafka_2.13-4.4.0.jar", "w") as z:
+            z.writestr("kafka/Kafka.class", name)
+        return tmp_path / name
+
+    named, other = dist("named"), dist("other")
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nLABEL pytest-elr.test=prune\n")
+    named_tag, other_tag = images.dist_tag(images.load_dist(named)), images.dist_tag(images.load_dist(other))
+    for tag in (named_tag, other_tag):
+        _docker("build", "-q", "-t", tag, str(tmp_path))
+    assert images.main(["prune", "--kafka-dist", str(named)]) == 0
+    assert f"removed {other_tag}" in capsys.readouterr().err
+    left = set(_docker("images", "--format", "{{.Repository}}:{{.Tag}}").split())
+    assert named_tag in left and other_tag not in left
+    monkeypatch.setenv(DIST_ENV, str(named))
+    assert images.main(["prune"]) == 0
+    assert named_tag in set(_docker("images", "--format", "{{.Repository}}:{{.Tag}}").split())
+    monkeypatch.delenv(DIST_ENV)
+    assert images.main(["prune"]) == 0
+    assert named_tag not in set(_docker("images", "--format", "{{.Repository}}:{{.Tag}}").split())
