@@ -1,6 +1,6 @@
 """Check history directories with Spark.
 
-    python -m pytest_elr.checker RUN_DIR... [--rollup] [--json OUT]
+    elr check RUN_DIR... [--rollup] [--json OUT]
     spark-submit --master URL pytest_elr/checker/__main__.py RUN_DIR...
 
 A directory that is not itself a run is searched for runs. Exit code 0 when every run is
@@ -23,6 +23,7 @@ from pytest_elr.checker.job import Findings, findings_from
 from pytest_elr.checker.load import HistoryError, discover, load_runs
 from pytest_elr.checker.rollup import RollupRow, rollup_from
 from pytest_elr.checker.session import get_spark
+from pytest_elr.core.commandline import command_parser
 
 SHORT = {
     "lost": "lost",
@@ -168,11 +169,7 @@ def print_rollup(rows: Sequence[RollupRow], out: TextIO) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m pytest_elr.checker",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser("check", __doc__)
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
     ap.add_argument("--rollup", action="store_true", help="also roll up across runs")
     ap.add_argument("--json", metavar="OUT", help="write the findings (and rollup) as JSON; - = stdout")

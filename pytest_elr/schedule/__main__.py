@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import yaml
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.export import scenario_yaml
@@ -19,7 +19,7 @@ from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr search", description=__doc__)
+    parser = command_parser("search", __doc__)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="legacy")
     parser.add_argument("--examples", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=25)
