@@ -308,7 +308,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
+def _record_for_junit(item: pytest.Item, result: RunResult, handle: ClusterHandle | None = None) -> None:
     """The run's verdict, counts and history in the JUnit file, where its schema allows them:
     inside the test case for xunit1, as suite properties named after the test for xunit2 (whose
     schema has no properties in a test case; pytest's record_testsuite_property does the same)."""
@@ -318,12 +318,18 @@ def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
              "disagreements": len(result.disagreements), "declared_differences": len(result.declared),
              "kafka_departs": "; ".join(d["summary"] for d in result.departures),
              "history": str(result.history_dir or "")}
+    # A Python test with several clusters: each handle's properties under its own name (cluster-1,
+    # cluster-2, ... in the order the test made them), or the second would repeat the first's names.
+    handles = item.stash.get(HANDLES, [])
+    which = f"cluster-{handles.index(handle) + 1}::" if handle is not None and len(handles) > 1 else ""
     if item.config.getini("junit_family") == "xunit1":
-        item.user_properties += list(props.items())
-    elif hasattr(item.config, "workerinput"):  # the controller writes the file: they go with the report
-        item.stash[JUNIT_PROPERTIES] = [(f"{item.nodeid}::{key}", value) for key, value in props.items()]
+        item.user_properties += [(which + key, value) for key, value in props.items()]
+        return
+    named = [(f"{item.nodeid}::{which}{key}", value) for key, value in props.items()]
+    if hasattr(item.config, "workerinput"):  # the controller writes the file: they go with the report
+        item.stash.setdefault(JUNIT_PROPERTIES, []).extend(named)
     else:
-        _add_suite_properties(item.config, [(f"{item.nodeid}::{key}", value) for key, value in props.items()])
+        _add_suite_properties(item.config, named)
 
 
 def _add_suite_properties(config: pytest.Config, properties: list[tuple[str, Any]]) -> None:
@@ -629,7 +635,7 @@ def _judge_handles(item: pytest.Item, raised: BaseException | None = None) -> li
         except BackendError:  # the backend failed while judging: the test's error, with its row
             if handle.result is not None and id(handle) not in kept:
                 kept.add(id(handle))
-                _keep_result(item, handle.result)
+                _keep_result(item, handle.result, handle)
             raise
         if raised is not None and result.passed:
             first = (str(raised).strip().splitlines() or [""])[0]
@@ -637,7 +643,7 @@ def _judge_handles(item: pytest.Item, raised: BaseException | None = None) -> li
             result.message = f"the test failed: {type(raised).__name__}: {first}"
         if id(handle) not in kept:
             kept.add(id(handle))
-            _keep_result(item, result)
+            _keep_result(item, result, handle)
         if not result.passed:
             problems.append(result.message)
     return problems
@@ -649,12 +655,12 @@ def _unjudged(item: pytest.Item, exc: BaseException) -> None:
     for handle in item.stash.get(HANDLES, []):
         if handle.result is None and isinstance(exc, BackendError):
             handle.run.close("error")
-            _keep_result(item, handle.run.result(False, f"backend {handle.run.backend.name} failed: {exc}"))
+            _keep_result(item, handle.run.result(False, f"backend {handle.run.backend.name} failed: {exc}"), handle)
 
 
-def _keep_result(item: pytest.Item, result: RunResult) -> None:
+def _keep_result(item: pytest.Item, result: RunResult, handle: ClusterHandle) -> None:
     item.config.stash[RESULTS].append(result)
-    _record_for_junit(item, result)
+    _record_for_junit(item, result, handle)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
