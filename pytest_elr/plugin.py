@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -338,7 +339,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
+def _record_for_junit(item: pytest.Item, result: RunResult, handle: ClusterHandle | None = None) -> None:
     """The run's verdict, counts and history in the JUnit file, where its schema allows them:
     inside the test case for xunit1, as suite properties named after the test for xunit2 (whose
     schema has no properties in a test case; pytest's record_testsuite_property does the same)."""
@@ -348,12 +349,18 @@ def _record_for_junit(item: pytest.Item, result: RunResult) -> None:
              "disagreements": len(result.disagreements), "declared_differences": len(result.declared),
              "kafka_departs": "; ".join(d["summary"] for d in result.departures),
              "history": str(result.history_dir or "")}
+    # A Python test with several clusters: each handle's properties under its own name (cluster-1,
+    # cluster-2, ... in the order the test made them), or the second would repeat the first's names.
+    handles = item.stash.get(HANDLES, [])
+    which = f"cluster-{handles.index(handle) + 1}::" if handle is not None and len(handles) > 1 else ""
     if item.config.getini("junit_family") == "xunit1":
-        item.user_properties += list(props.items())
-    elif hasattr(item.config, "workerinput"):  # the controller writes the file: they go with the report
-        item.stash[JUNIT_PROPERTIES] = [(f"{item.nodeid}::{key}", value) for key, value in props.items()]
+        item.user_properties += [(which + key, value) for key, value in props.items()]
+        return
+    named = [(f"{item.nodeid}::{which}{key}", value) for key, value in props.items()]
+    if hasattr(item.config, "workerinput"):  # the controller writes the file: they go with the report
+        item.stash.setdefault(JUNIT_PROPERTIES, []).extend(named)
     else:
-        _add_suite_properties(item.config, [(f"{item.nodeid}::{key}", value) for key, value in props.items()])
+        _add_suite_properties(item.config, named)
 
 
 def _add_suite_properties(config: pytest.Config, properties: list[tuple[str, Any]]) -> None:
@@ -662,7 +669,7 @@ def _judge_handles(item: pytest.Item, raised: BaseException | None = None) -> li
         except BackendError:  # the backend failed while judging: the test's error, with its row
             if handle.result is not None and id(handle) not in kept:
                 kept.add(id(handle))
-                _keep_result(item, handle.result)
+                _keep_result(item, handle.result, handle)
             raise
         if raised is not None and result.passed:
             first = (str(raised).strip().splitlines() or [""])[0]
@@ -670,7 +677,7 @@ def _judge_handles(item: pytest.Item, raised: BaseException | None = None) -> li
             result.message = f"the test failed: {type(raised).__name__}: {first}"
         if id(handle) not in kept:
             kept.add(id(handle))
-            _keep_result(item, result)
+            _keep_result(item, result, handle)
         if not result.passed:
             problems.append(result.message)
     return problems
@@ -682,12 +689,12 @@ def _unjudged(item: pytest.Item, exc: BaseException) -> None:
     for handle in item.stash.get(HANDLES, []):
         if handle.result is None and isinstance(exc, BackendError):
             handle.run.close("error")
-            _keep_result(item, handle.run.result(False, f"backend {handle.run.backend.name} failed: {exc}"))
+            _keep_result(item, handle.run.result(False, f"backend {handle.run.backend.name} failed: {exc}"), handle)
 
 
-def _keep_result(item: pytest.Item, result: RunResult) -> None:
+def _keep_result(item: pytest.Item, result: RunResult, handle: ClusterHandle) -> None:
     item.config.stash[RESULTS].append(result)
-    _record_for_junit(item, result)
+    _record_for_junit(item, result, handle)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -721,24 +728,36 @@ def pytest_testnodedown(node: Any, error: object) -> None:
         RunResult.from_dict(data) for data in output.get(WORKER_RESULTS, []))
 
 
-def _say_checker(tr: Any, config: pytest.Config, results: list[RunResult]) -> None:
-    """Who gave the verdicts above: the Spark job, or the inline checker, or (loudly) nobody agreed."""
+def _say_checker(tr: Any, config: pytest.Config, results: list[RunResult], quiet: bool = False) -> None:
+    """Who gave the verdicts above: the Spark job, or the inline checker, or (loudly) nobody agreed.
+    ``quiet`` (-q): only the loud lines; who judged is on the totals line."""
     checkers = sorted({r.verdict.checker for r in results if r.verdict})
-    tr.write_line(f"verdicts by the {', '.join(checkers) or 'no'} checker")
-    if _spark_missing(config):
-        tr.write_line("(pyspark is not installed, so the inline checker judged: "
-                      "pip install 'pytest-elr[spark]' for the Spark job)")
+    if not quiet:
+        tr.write_line(f"verdicts by the {', '.join(checkers) or 'no'} checker")
+        if _spark_missing(config):
+            tr.write_line("(pyspark is not installed, so the inline checker judged: "
+                          "pip install 'pytest-elr[spark]' for the Spark job)")
     confirmation = config.stash.get(CONFIRMATION, None)
     failed = config.stash.get(CONFIRMATION_FAILED, None)
     if failed:
         tr.write_line(f"VERDICTS NOT CONFIRMED: the Spark job could not judge the runs ({failed}); the verdicts "
                       "above are the inline checker's", red=True, bold=True)
     elif confirmation is not None and confirmation.runs:
-        start = "" if confirmation.start_s is None else f", JVM start {confirmation.start_s:.1f} s in the background"
-        tr.write_line(f"(each run judged inline as it ended; all {confirmation.runs} verdicts computed again by one "
-                      f"Spark job in {confirmation.seconds:.1f} s{start})")
+        if not quiet:
+            start = ("" if confirmation.start_s is None
+                     else f", JVM start {confirmation.start_s:.1f} s in the background")
+            tr.write_line(f"(each run judged inline as it ended; all {confirmation.runs} verdicts computed again by "
+                          f"one Spark job in {confirmation.seconds:.1f} s{start})")
         for m in confirmation.mismatches:
             tr.write_line(f"SPARK AND INLINE VERDICTS DIFFER: {m}", red=True, bold=True)
+
+
+def _totals(results: list[RunResult]) -> str:
+    """The one line a quiet run (-q) keeps: how many runs gave which result, and who judged."""
+    counts = Counter(_result_word(r) for r in results)
+    checkers = sorted({r.verdict.checker for r in results if r.verdict})
+    return (f"pytest-elr: {len(results)} runs: " + ", ".join(f"{n} {word}" for word, n in counts.items())
+            + f" (verdicts by the {', '.join(checkers) or 'no'} checker)")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -746,20 +765,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not results or hasattr(config, "workerinput"):
         return  # an xdist worker hands its runs to the controller instead
     tr = terminalreporter
+    # -q: the rows that did not pass, what must be loud, one line of totals; -qq: no rows either.
+    verbosity = config.get_verbosity()
+    if verbosity < 0:
+        _quiet_summary(tr, config, results, rows=verbosity == -1)
+        return
     tr.section("pytest-elr verdicts")
     releases = sorted({r.kafka_version for r in results if r.kafka_version}, key=Version)
     matrix = len(releases) > 1
-    name = max(40, *(len(r.scenario) for r in results))  # the column fits the longest name
-    header = (f"{'scenario':<{name}} {'profile':<8} {'backend':<7} " + (f"{'kafka':<7} " if matrix else "")
-              + f"{'acked':>6} {'read':>6}  {'fault bit':<9} {'verdict':<18} result")
-    tr.write_line(header)
-    for r in results:
-        acked = r.verdict.acked if r.verdict else 0
-        read = r.verdict.read if r.verdict else 0
-        tr.write_line(
-            f"{r.scenario:<{name}} {r.profile:<8} {r.backend:<7} " + (f"{r.kafka_version or '-':<7} " if matrix else "")
-            + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}{_departs(r)}"
-        )
+    _table(tr, results, matrix)
     if matrix:
         _matrix(tr, results, releases)
     _say_checker(tr, config, results)
@@ -777,6 +791,38 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     dirs = {str(r.history_dir.parent) for r in results if r.history_dir}
     for d in sorted(dirs):
         tr.write_line(f"histories: {d}")
+    _write_report(tr, config, results)
+
+
+def _table(tr: Any, results: list[RunResult], matrix: bool) -> None:
+    """The verdict table, one row per run."""
+    name = max(40, *(len(r.scenario) for r in results))  # the column fits the longest name
+    header = (f"{'scenario':<{name}} {'profile':<8} {'backend':<7} " + (f"{'kafka':<7} " if matrix else "")
+              + f"{'acked':>6} {'read':>6}  {'fault bit':<9} {'verdict':<18} result")
+    tr.write_line(header)
+    for r in results:
+        acked = r.verdict.acked if r.verdict else 0
+        read = r.verdict.read if r.verdict else 0
+        tr.write_line(
+            f"{r.scenario:<{name}} {r.profile:<8} {r.backend:<7} " + (f"{r.kafka_version or '-':<7} " if matrix else "")
+            + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}{_departs(r)}"
+        )
+
+
+def _quiet_summary(tr: Any, config: pytest.Config, results: list[RunResult], rows: bool) -> None:
+    """-q: the verdict table's rows that are not a plain PASS (with ``rows``), the lines that must be
+    loud (unconfirmed or differing verdicts, disagreements with the model), the totals, the report."""
+    matrix = len({r.kafka_version for r in results if r.kafka_version}) > 1
+    not_passed = [r for r in results if _result_word(r) != "PASS"]
+    if rows and not_passed:
+        _table(tr, not_passed, matrix)
+    _say_checker(tr, config, results, quiet=True)
+    _differences(tr, results, "disagreements", "DISAGREEMENTS with the model (each failed its step)")
+    tr.write_line(_totals(results))
+    _write_report(tr, config, results)
+
+
+def _write_report(tr: Any, config: pytest.Config, results: list[RunResult]) -> None:
     report = setting(config, "report")
     if report:
         from pytest_elr.report import build_report

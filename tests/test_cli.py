@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_elr.cli import COMMANDS
+from pytest_elr.core.commandline import plain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,6 +41,26 @@ def test_each_command_passes_help_through(name: str) -> None:
     done = elr(*name.split(), "--help")
     assert done.returncode == 0, done.stderr
     assert "-h, --help" in done.stdout  # the command's own argparse help, not elr's list
+    assert done.stdout.startswith(f"usage: elr {name} "), done.stdout[:200]
+    assert "python -m" not in done.stdout
+    assert not MARKUP.findall(done.stdout), MARKUP.findall(done.stdout)
+
+
+#: what reStructuredText would leave on a terminal: ``literal``, :role:`target`, `x`
+MARKUP = re.compile(r"``|:[a-z]+:`|`[^`\n]+`")
+
+
+def test_help_markup_becomes_plain_text() -> None:
+    text = ("Runs ``elr search`` over :data:`pytest_elr.model.mutants.MUTANTS` and :func:`~.rollup.rollup_runs`;"
+            " see `--out`.")
+    assert MARKUP.findall(text)
+    assert plain(text) == "Runs elr search over pytest_elr.model.mutants.MUTANTS and rollup_runs; see --out."
+
+
+def test_a_near_miss_option_value_of_a_command_is_named() -> None:
+    done = elr("search", "--profile", "kip96")
+    assert done.returncode == 2
+    assert "invalid choice: 'kip96'" in done.stderr and "(did you mean 'kip966'?)" in done.stderr, done.stderr
 
 
 def test_version_and_a_near_miss_named() -> None:

@@ -23,12 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import xmlschema
 
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.sut import images
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "pytest_elr" / "sut" / "recipes"
+XUNIT2 = xmlschema.XMLSchema(Path(__file__).with_name("xunit2.xsd"))
 
 
 def run(*cmd: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -128,11 +130,38 @@ def test_from_the_wheel_a_python_test_is_judged_as_a_scenario(installed: tuple[P
     assert "Traceback" not in out
 
 
+def test_from_the_wheel_xdist_exits_as_one_process_does_with_schema_valid_junit(
+        installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """``-n 2`` on the model with nothing but the wheel and pytest-xdist (no pyspark: the inline
+    checker judges, and the controller, which runs no test, must know that too): exit 0 as without
+    ``-n``, one verdict table, and a JUnit file that is valid xunit2 -- a YAML suite, a Python test
+    and a Python test with its loss declared."""
+    bin_dir, env = installed
+    project = tmp_path / "downstream"
+    shutil.copytree(ROOT / "examples" / "downstream", project)
+    (project / "test_lossy.py").write_text(LOSSY_TESTS)
+    xdist = run(bin_dir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "pytest-xdist>=3.5",
+                env=env)
+    assert xdist.returncode == 0, xdist.stderr[-3000:]
+    cmd = [bin_dir / "python", "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "--rootdir", project,
+           project, "--elr-backend=model", "-k", "not test_undeclared_loss"]  # the one that fails by design
+    alone = run(*cmd, "--junitxml", tmp_path / "alone.xml", cwd=project, env=env)
+    spread = run(*cmd, "-n", "2", "--junitxml", tmp_path / "spread.xml", cwd=project, env=env)
+    for done in (alone, spread):
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out[-4000:]
+        assert "4 passed" in done.stdout and "VERDICTS NOT CONFIRMED" not in out, out[-4000:]
+        assert done.stdout.count("pytest-elr verdicts") == 1 and "loss found (10)" in done.stdout, out[-4000:]
+        assert "Traceback" not in out
+    for xml in ("alone.xml", "spread.xml"):
+        XUNIT2.validate(tmp_path / xml)
+
+
 def test_the_shipped_kip_suite_runs_from_the_install(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """In an empty directory: the KIP suite under pytest (``--pyargs``) on the model, and the commands
     that default to it; a path with no scenarios is an error, not an empty suite."""
     bin_dir, env = installed
-    suite = run(bin_dir / "python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", tmp_path,
+    suite = run(bin_dir / "python", "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", tmp_path,
                 "--pyargs", "pytest_elr.scenarios", "--elr-backend=model", "--elr-checker=inline",
                 cwd=tmp_path, env=env)
     assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-3000:]
@@ -158,8 +187,8 @@ def test_from_the_wheel_alone_model_then_images_then_kafka_with_xdist(installed:
     env_dir = bin_dir.parent
     project = tmp_path / "downstream"  # no checkout anywhere above it
     shutil.copytree(ROOT / "examples" / "downstream", project)
-    pytest_cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "-q", "--rootdir",
-                  project, project]
+    pytest_cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "--rootdir",
+                  project, project]  # not -q: it would keep only the rows of runs that did not pass
 
     where = run(python, "-c", "import pytest_elr; print(pytest_elr.__file__)", cwd=project, env=env)
     assert str(env_dir) in where.stdout, f"plugin not loaded from the wheel: {where.stdout}{where.stderr}"

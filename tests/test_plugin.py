@@ -7,10 +7,21 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import xmlschema
 
 from pytest_elr.settings import setting
 
 ROOT = Path(__file__).resolve().parents[1]
+XUNIT2 = xmlschema.XMLSchema(Path(__file__).with_name("xunit2.xsd"))
+
+
+def test_the_xunit2_schema_refuses_properties_inside_a_test_case(tmp_path: Path) -> None:
+    """What the JUnit tests below rely on: the schema catches what xdist's workers used to write."""
+    suite = ('<testsuites><testsuite name="pytest" tests="1">{}<testcase classname="c" name="t">{}</testcase>'
+             '</testsuite></testsuites>')
+    prop = '<properties><property name="verdict" value="no loss"/></properties>'
+    assert XUNIT2.is_valid(suite.format(prop, ""))
+    assert not XUNIT2.is_valid(suite.format("", prop))
 
 
 def test_the_default_backend_is_real_kafka(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -216,6 +227,30 @@ def test_live_progress_with_verbose_only(pytester: pytest.Pytester) -> None:
     forced.stdout.fnmatch_lines([line])
 
 
+def test_quiet_keeps_the_runs_that_did_not_pass_and_one_line_of_totals(pytester: pytest.Pytester) -> None:
+    """-q: no row for a run that passed, no checker lines, no anomalies or proofs; the failing
+    run's row and the totals stay. -qq: the totals alone."""
+    shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
+    pytester.makefile(".elr.yaml", wrong="cluster: {brokers: 3}\n"
+                                         "topic: {replicas: [0, 1, 2], min_insync_replicas: 2}\n"
+                                         "profiles: [kafka]\n"
+                                         "steps: [{at: T0, do: [{isolate: 0}], expect: {leader: 2}}]\n")
+    args = ("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    totals = "pytest-elr: 4 runs: 3 PASS, 1 FAIL (verdicts by the inline checker)"
+    loud = pytester.runpytest(*args).stdout.str()
+    assert "kip966-last-replica-standing" in loud and ": also " in loud and "loss proved by presence" in loud
+    quiet = pytester.runpytest("-q", *args)
+    quiet.assert_outcomes(passed=3, failed=1)
+    out = quiet.stdout.str()
+    quiet.stdout.fnmatch_lines(["wrong * kafka * model * FAIL", totals])
+    for noise in ("pytest-elr verdicts", "kip966-last-replica-standing  ", "verdicts by the inline checker\n",
+                  "histories:", ": also ", "loss proved by presence"):
+        assert noise not in out, noise
+    very = pytester.runpytest("-qq", *args)
+    very.stdout.fnmatch_lines([totals])
+    assert "wrong * kafka" not in very.stdout.str() and " FAIL\n" not in very.stdout.str()
+
+
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_junit_is_schema_valid_xunit2_and_tells_errors_from_failures(pytester: pytest.Pytester,
                                                                      xdist: list[str]) -> None:
@@ -227,9 +262,13 @@ def test_junit_is_schema_valid_xunit2_and_tells_errors_from_failures(pytester: p
                                          "topic: {replicas: [0, 1, 2], min_insync_replicas: 2}\n"
                                          "profiles: [kafka]\n"
                                          "steps: [{at: T0, do: [{isolate: 0}], expect: {leader: 2}}]\n")
+    pytester.makepyfile(test_api="def test_api(elr_cluster):\n"
+                                 "    elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2).produce(5)\n")
     result = pytester.runpytest_subprocess(*xdist, "--elr-backend=model", "--elr-checker=inline",
                                            "--junitxml=out.xml", "-p", "no:randomly")
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the same with and without xdist
+    XUNIT2.validate(pytester.path / "out.xml")
     root = ET.parse(pytester.path / "out.xml").getroot()
     suite = root.find("testsuite")
     assert suite is not None
@@ -240,6 +279,7 @@ def test_junit_is_schema_valid_xunit2_and_tells_errors_from_failures(pytester: p
     props = {p.get("name"): p.get("value") for p in suite.iterfind("properties/property")}
     name = "kip966_last_replica_standing.elr.yaml::kip966-last-replica-standing[legacy]"
     assert props[f"{name}::verdict"] == "loss found (40)" and props[f"{name}::acked"] == "40"
+    assert props["test_api.py::test_api::verdict"] == "no loss"  # a Python test's run, from a worker too
     failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
     assert [c.get("name") for c in failed] == ["wrong[kafka]"]
 

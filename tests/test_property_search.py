@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import yaml
+
 from pytest_elr.actions import Action, Cut, Produce, ReplaceDisk, SetMinIsr
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.nodes import isolation_links
@@ -14,6 +17,8 @@ from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.schedule.__main__ import counterexample_yaml
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, search, violations_on
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_no_invariant_breaks_under_kip966_within_tolerance() -> None:
@@ -123,3 +128,23 @@ def test_compare_generates_runnable_schedules(tmp_path: Path) -> None:
         result = run_scenario(s, ModelBackend(), "kafka")
         assert result.passed and result.verdict is not None
         assert s.verdict.by_profile["kafka"] == ("found" if result.verdict.lost_count else "none")
+
+
+def test_a_written_counterexample_passes_under_pytest_on_every_profile_it_declares(
+        tmp_path: Path, pytester: pytest.Pytester) -> None:
+    """``elr search --out``: a schedule legacy loses on, which the kafka profile loses on too (its
+    last known leader, back on an empty disk, is elected) and kip966 does not. Written as the search
+    writes it, it runs under pytest on the model: each profile declares its own loss, so none fails
+    at the finale; the description ends on a whole word."""
+    shipped = load_scenario(ROOT / "scenarios" / "kafka_last_leader_after_unclean_shutdowns.elr.yaml")
+    actions = [a for step in shipped.steps for a in step.actions]
+    violations = [f"invariant no_acked_loss broken: acknowledged acks=all records gone: {['v0'] * 40}"] * 3
+    text = counterexample_yaml("legacy", actions, violations)
+    written = yaml.safe_load(text)
+    assert written["verdict"]["by_profile"] == {"kip966": {"acked_loss": "none"}, "kafka": {"acked_loss": "found"},
+                                                "legacy": {"acked_loss": "found"}}, written["verdict"]
+    assert written["description"].endswith(" ..."), written["description"][-80:]
+    assert written["description"][:-4].endswith("'v0',"), written["description"][-80:]  # a whole word
+    pytester.makefile(".elr.yaml", found=text)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)

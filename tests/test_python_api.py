@@ -186,3 +186,26 @@ def test_a_test_that_fails_by_itself_gets_a_failed_row_though_its_verdict_is_cle
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*leader: expected 2, observed 0*", "test_wrong *kip966*no loss*FAIL"])
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_several_clusters_in_one_test_have_properties_of_their_own(pytester: pytest.Pytester,
+                                                                   xdist: list[str]) -> None:
+    """Two handles in one test: a legacy cluster that loses (declared) and a kip966 one that does
+    not; each handle's JUnit properties under its own name, neither overwriting the other."""
+    body = "".join(f"    {line.strip()}\n" for line in LOSSY_BODY.format(extra=', acked_loss="found"').strip()
+                   .splitlines())
+    pytester.makepyfile(test_two=(
+        "import pytest\n\n@pytest.mark.elr_profile('legacy')\ndef test_two(elr_cluster):\n" + body
+        + "    safe = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2, profile='kip966')\n"
+          "    assert safe.produce(5).acked == 5\n"))
+    result = pytester.runpytest_subprocess(*xdist, "--elr-backend=model", "--elr-checker=inline", "-p",
+                                           "no:randomly", "--junitxml=out.xml")
+    result.assert_outcomes(passed=1)
+    props = [(p.get("name"), p.get("value")) for p in ET.parse(pytester.path / "out.xml").getroot().iter("property")]
+    names = [name for name, _ in props]
+    assert len(names) == len(set(names)), names
+    values = dict(props)
+    assert values["test_two.py::test_two::cluster-1::verdict"] == "loss found (10)", values
+    assert values["test_two.py::test_two::cluster-2::verdict"] == "no loss", values
+    assert values["test_two.py::test_two::cluster-2::acked"] == "5", values

@@ -1,10 +1,12 @@
 """Check history directories with Spark.
 
-    python -m pytest_elr.checker RUN_DIR... [--rollup] [--json OUT]
+    elr check RUN_DIR... [--rollup] [--json OUT]
     spark-submit --master URL pytest_elr/checker/__main__.py RUN_DIR...
 
-A directory that is not itself a run is searched for runs. Exit code 0 when every run is
-valid, 1 when any is not (or, with --strict, has malformed lines), 2 when a run can't be read.
+A directory that is not itself a run is searched for runs. Each run is judged as pytest judged
+it: valid (no anomaly), or for a negative control (its scenario expects loss, meta.json
+"expected_loss") loss as expected. Exit code 0 when every run is, 1 when any is not (or, with
+--strict, has malformed lines), 2 when a run can't be read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pytest_elr.checker.job import Findings, findings_from
 from pytest_elr.checker.load import HistoryError, discover, load_runs
 from pytest_elr.checker.rollup import RollupRow, rollup_from
 from pytest_elr.checker.session import get_spark
+from pytest_elr.core.commandline import command_parser
 
 SHORT = {
     "lost": "lost",
@@ -131,7 +134,7 @@ def print_findings(findings: Sequence[Findings], out: TextIO, examples: int = 3)
         rows.append(
             [name, str(v.scenario), str(v.profile), str(v.backend), str(v.acked), str(v.read)]
             + [str(v.anomalies[k].count) for k in SHORT]
-            + [str(v.malformed_count), "valid" if v.valid else "INVALID"]
+            + [str(v.malformed_count), v.judged()]
         )
     _table(headers, rows, "pytest-elr history check", out)
     for v in findings:
@@ -168,11 +171,7 @@ def print_rollup(rows: Sequence[RollupRow], out: TextIO) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m pytest_elr.checker",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = command_parser("check", __doc__)
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
     ap.add_argument("--rollup", action="store_true", help="also roll up across runs")
     ap.add_argument("--json", metavar="OUT", help="write the findings (and rollup) as JSON; - = stdout")
@@ -229,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print_findings(findings, sys.stdout)
         if rows is not None:
             print_rollup(rows, sys.stdout)
-    bad = any(not v.valid for v in findings)
+    bad = any(not v.as_expected for v in findings)
     if args.strict:
         bad = bad or any(v.malformed_count for v in findings)
     return 1 if bad else 0

@@ -1,6 +1,6 @@
 """Wall time of the Spark checker against the same analysis in DuckDB, on synthetic histories.
 
-    python -m pytest_elr.checker.bench --records 10000000
+    elr bench checker --records 10000000
 
 runs sizes 1e5, 1e6, ... up to --records (or --sizes), each a synthetic run with a few lost
 records, checks it with Spark (``local[2]`` by default, JVM already warm) and with DuckDB
@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from pytest_elr.core import columnar
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.history import EVENTS_FILE, META_FILE
 
 # The same checks as pytest_elr.checker.checks, in DuckDB SQL (counts only).
@@ -103,8 +104,7 @@ def _ensure(root: str, records: int, lose: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_elr.checker.bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = command_parser("bench checker", __doc__)
     ap.add_argument("--records", type=int, default=1_000_000, help="largest size")
     ap.add_argument("--sizes", help="comma-separated sizes instead of decades up to --records")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "pytest-elr-bench"))

@@ -9,7 +9,6 @@ in <= 60 s on ``local[2]``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -18,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.history import EVENTS_FILE, META_FILE
 
 SCENARIOS = ("last-replica-standing", "clean-elr-recovery", "balanced-unclean-recovery", "t0-t7-walkthrough")
@@ -64,8 +64,7 @@ def _run(root: str, i: int, rng: random.Random) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="elr bench rollup", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = command_parser("bench rollup", __doc__)
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--dir", help="where to write the runs (default: a temporary directory, removed)")

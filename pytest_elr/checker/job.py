@@ -64,6 +64,30 @@ class Findings:
     def count(self, kind: str) -> int:
         return self.anomalies[kind].count
 
+    @property
+    def expected_loss(self) -> str:
+        """What the run's scenario declared for its profile (meta.json): ``found`` for a negative
+        control; ``none`` when the history does not say."""
+        return str(self.meta.get("expected_loss") or "none")
+
+    def judged(self) -> str:
+        """The run judged as pytest judges its history: ``valid`` (no anomaly), ``loss as expected``
+        (a negative control lost records and nothing the loss does not explain, the executor's
+        rule: ``Verdict.beside_loss``), else ``INVALID`` and, for a negative control, why. The
+        fault's bite and the proof by presence are the executor's to judge, during the run
+        (meta.json's ``outcome``)."""
+        if self.expected_loss != "found":
+            return "valid" if self.valid else "INVALID"
+        verdict = self.verdict()
+        if not self.lost_count:
+            return "INVALID: no loss"  # a negative control that lost nothing proves nothing
+        beside = verdict.beside_loss
+        return f"INVALID: {', '.join(beside)}" if beside else "loss as expected"
+
+    @property
+    def as_expected(self) -> bool:
+        return not self.judged().startswith("INVALID")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,

@@ -15,7 +15,6 @@ reads the same files as the pytest process, so a session needs no shared ``--elr
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import time
@@ -23,6 +22,7 @@ from types import FrameType
 
 from pytest_elr.checker.cluster import CONNECT_CLASS, CONNECT_READY, HOST, ClusterError, LocalSparkCluster, spark_home
 from pytest_elr.checker.confirm import SMALL_JOBS
+from pytest_elr.core.commandline import command_parser
 
 DEFAULT_PORT = 15002  # Spark Connect's own default
 
@@ -50,8 +50,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="elr spark serve", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = command_parser("spark serve", __doc__)
     ap.add_argument("--port", type=int, default=DEFAULT_PORT)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="2g")

@@ -57,6 +57,15 @@ class Verdict:
     def fatal(self) -> dict[str, int]:
         return {k: n for k, n in self.anomalies.items() if k in FATAL and n}
 
+    @property
+    def beside_loss(self) -> dict[str, int]:
+        """What an expected loss does not explain: it explains records missing (lost, unseen) and,
+        at most once per lost record, its offset taken over by a record written after the
+        truncation (two values at one offset); never a record read twice, nor more offsets with two
+        values than records lost."""
+        return {k: n for k, n in self.fatal.items() if k in FATAL_BESIDE_LOSS
+                and not (k == "inconsistent_offset" and n <= self.lost_count)}
+
     def examples(self, n: int = 5) -> str:
         shown = ", ".join(f"{v}@{o}" for v, o in self.lost[:n])
         more = f" and {self.lost_count - n} more" if self.lost_count > n else ""

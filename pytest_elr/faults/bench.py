@@ -23,13 +23,13 @@ Prints:
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.faults.network import NetworkFaults
 from pytest_elr.sut import admin, images, resources
 from pytest_elr.sut.client import ClusterClient
@@ -163,7 +163,7 @@ def _timeit(fn: Callable[[], object]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="elr bench cluster")
+    ap = command_parser("bench cluster")
     ap.add_argument("--kafka-version", default=images.DEFAULT_KAFKA_VERSION)
     ap.add_argument("--rounds", type=int, default=10, help="cut probes")
 

@@ -17,10 +17,10 @@ and the layer's memory (RSS) after the produce rounds.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.faults.process import ProcessFaults
 from pytest_elr.sut import images
 from pytest_elr.sut.client import ClusterClient
@@ -63,7 +63,7 @@ def layer_rss_mib(node: KafkaNode) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="elr bench power-off")
+    ap = command_parser("bench power-off")
     ap.add_argument("--kafka-version", default=images.DEFAULT_KAFKA_VERSION)
     ap.add_argument("--records", type=int, default=50_000)
     ap.add_argument("--record-size", type=int, default=1024)

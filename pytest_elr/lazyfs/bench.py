@@ -11,7 +11,6 @@ load from other processes on the machine hits them alike.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -19,6 +18,8 @@ import statistics
 import sys
 import tempfile
 import time
+
+from pytest_elr.core.commandline import command_parser
 
 from .harness import mounted
 
@@ -57,7 +58,7 @@ def _fsync_dir(directory: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="elr bench lazyfs", description=__doc__)
+    p = command_parser("bench lazyfs", __doc__)
     p.add_argument("--dir", default=None, help="where to work (default: a temp dir)")
     p.add_argument("--mib", type=int, default=128, help="MiB written per run")
     p.add_argument("--fsync-every-mib", type=int, default=8)

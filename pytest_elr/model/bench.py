@@ -6,11 +6,11 @@ Prints the figure beside its target and, as a same-run baseline, the cost of the
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 from pytest_elr.actions import Cut, Heal, Produce, Wait
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.nodes import isolation_links
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile
@@ -34,8 +34,7 @@ def steps_per_second(n: int = 20_000) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr bench model", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("bench model", __doc__)
     parser.add_argument("--steps", type=int, default=20_000, help="steps of each kind to time")
     args = parser.parse_args(argv)
     faults, idle = steps_per_second(args.steps)

@@ -6,16 +6,16 @@ run no checker judged is shown as "not judged".
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.report import build_report, find_runs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr report", description=__doc__)
+    parser = command_parser("report", __doc__)
     parser.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR",
                         help="run directories, or directories searched for runs")
     parser.add_argument("--out", type=Path, default=Path("elr-report.html"), help="the HTML file to write")

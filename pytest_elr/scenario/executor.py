@@ -26,7 +26,6 @@ import yaml
 from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume, SetMinIsr
 from pytest_elr.backends.base import Backend
 from pytest_elr.checker import Checker, Verdict, inline_checker
-from pytest_elr.checker.verdict import FATAL_BESIDE_LOSS
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
 from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, Read, fault_bit
@@ -1086,11 +1085,7 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> S
         return fails("acked_loss", "negative control: acknowledged records should have been lost, "
                                    f"but all {verdict.acked} were read back")
     if ex.expected_loss == "found":
-        # The expected loss explains records missing (lost, unseen) and, at most once per lost
-        # record, its offset taken over by a record written after the truncation (two values at
-        # one offset); never a record read twice, nor more offsets with two values than records lost.
-        beside = {k: n for k, n in verdict.fatal.items() if k in FATAL_BESIDE_LOSS
-                  and not (k == "inconsistent_offset" and n <= verdict.lost_count)}
+        beside = verdict.beside_loss
         if beside:
             return fails(next(iter(beside)), f"negative control: besides the expected loss, the {verdict.checker} "
                                              f"checker found {beside}")

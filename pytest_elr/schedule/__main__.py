@@ -5,21 +5,26 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import yaml
 
+from pytest_elr.actions import Action
+from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import PROFILE_NAMES
+from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.export import scenario_yaml
+from pytest_elr.scenario.loader import parse_scenario
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr search", description=__doc__)
+    parser = command_parser("search", __doc__)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="legacy")
     parser.add_argument("--examples", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=25)
@@ -47,15 +52,33 @@ def _flow(items: list[dict[str, object]]) -> str:
     return "; ".join(yaml.safe_dump(item, default_flow_style=True).strip()[1:-1] for item in items)
 
 
-def counterexample_yaml(profile: str, actions: list, violations: list[str]) -> str:  # type: ignore[type-arg]
-    return scenario_yaml(
-        name=f"found-{profile}-counterexample",
-        description=f"Shrunk by Hypothesis under profile {profile}: " + "; ".join(violations)[:500],
-        cluster=ClusterSpec(brokers=BROKERS),
-        topic=TopicSpec(name="found", replicas=BROKERS, min_insync_replicas=MIN_ISR),
-        actions=actions,
-        verdict_by_profile={profile: "found"},
-    )
+def counterexample_yaml(profile: str, actions: list[Action], violations: list[str]) -> str:
+    """The counterexample as a scenario that passes under pytest: every profile declares the loss
+    the model gives it on this schedule (found where it was found, none or found elsewhere), and a
+    profile the model cannot pass whatever the verdict is left out of ``profiles:``, saying why."""
+    cluster = ClusterSpec(brokers=BROKERS)
+    topic = TopicSpec(name="found", replicas=BROKERS, min_insync_replicas=MIN_ISR)
+    name = f"found-{profile}-counterexample"
+    # whole words: a description cut mid-word reads as a bug of its own
+    description = textwrap.shorten(f"Shrunk by Hypothesis under profile {profile}: " + "; ".join(violations),
+                                   width=600, placeholder=" ...")
+
+    def text(verdicts: dict[str, str], profiles: list[str], left_out: str = "") -> str:
+        return scenario_yaml(name, description + left_out, cluster, topic, actions, verdicts, profiles=profiles)
+
+    verdicts: dict[str, str] = {}
+    for p in PROFILE_NAMES:
+        run = run_scenario(parse_scenario(text({}, [p])), ModelBackend(), p)
+        verdicts[p] = "found" if run.verdict is not None and run.verdict.lost_count else "none"
+    runnable, left_out = [], []
+    for p in PROFILE_NAMES:
+        run = run_scenario(parse_scenario(text(verdicts, [p])), ModelBackend(), p)
+        if run.passed or p == profile:
+            runnable.append(p)
+        else:
+            left_out.append(f"{p} ({run.message.splitlines()[0]})")
+    why = f" Not run under {', '.join(left_out)}." if left_out else ""
+    return text({p: verdicts[p] for p in runnable}, runnable, why)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,12 @@ property search, each printed beside its target.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.suite import SHIPPED, NoScenariosError, load_suite
 from pytest_elr.schedule.search import search
@@ -34,8 +34,8 @@ def schedules_per_minute(examples: int = 600) -> float:
 
 
 def suite_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr bench suite",
-                                     description="Wall time of the scenario suite on the model (load + run).")
+    parser = command_parser("bench suite",
+                            description="Wall time of the scenario suite on the model (load + run).")
     parser.add_argument("--scenarios", type=Path, default=SHIPPED,
                         help="default: the KIP suite this package ships")
     args = parser.parse_args(argv)
@@ -49,8 +49,8 @@ def suite_main(argv: list[str] | None = None) -> int:
 
 
 def search_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr bench search",
-                                     description="Property-search schedules per minute under kip966.")
+    parser = command_parser("bench search",
+                            description="Property-search schedules per minute under kip966.")
     parser.add_argument("--examples", type=int, default=600, help="schedules to time")
     args = parser.parse_args(argv)
     rate = schedules_per_minute(args.examples)

@@ -12,13 +12,13 @@ too: a run pays it once per JVM at its end and once before each crash or shutdow
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.sut.cluster import KafkaCluster
 from pytest_elr.sut.images import DEFAULT_KAFKA_VERSION
 from pytest_elr.sut.instrument import Instrumentation, build_agents
@@ -43,8 +43,7 @@ def start_seconds(version: str, instrumentation: Instrumentation | None) -> tupl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr bench kafka-agents", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("bench kafka-agents", __doc__)
     parser.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)

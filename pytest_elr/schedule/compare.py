@@ -15,13 +15,13 @@ simplifications, documented profile differences, or findings about Kafka.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from pytest_elr.actions import Action
 from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import RunResult, run_scenario, say_difference
@@ -90,8 +90,7 @@ def report(scenario: Scenario, profile: str, result: RunResult) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("compare", __doc__)
     parser.add_argument("paths", nargs="*", type=Path, default=[SHIPPED],
                         help="scenario files or directories (default: the KIP suite this package ships)")
     parser.add_argument("--profiles", default="kafka,legacy")

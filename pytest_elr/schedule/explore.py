@@ -44,6 +44,7 @@ from pytest_elr.actions import ACTIONS, Action, Heal, Lifecycle, Restart, Resume
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import Run
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
@@ -427,8 +428,7 @@ def bounded(name: str, low: int, high: int) -> Callable[[str], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr explore", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("explore", __doc__)
     parser.add_argument("--budget", type=parse_budget, default=parse_budget("30m"),
                         help="time for exploring (confirming and shrinking a finding may run past it)")
     parser.add_argument("--backend", default="kafka", help="the system under test (default: kafka)")

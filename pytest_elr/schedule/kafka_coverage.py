@@ -14,7 +14,6 @@ mutant's line, fastest first.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -26,6 +25,8 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from pytest_elr.core.commandline import command_parser
 
 #: The ELR code: per class, a pattern its methods' ``name + descriptor`` must match (a lambda's name
 #: carries its method's, so ``maybeShrinkIsr`` also takes ``$anonfun$maybeShrinkIsr$1``).
@@ -212,8 +213,7 @@ def build_report(out: Path, kafka_version: str) -> Coverage:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr kafka-coverage", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("kafka-coverage", __doc__)
     parser.add_argument("paths", nargs="*", default=["scenarios"], help="scenario files or directories")
     parser.add_argument("--out", type=Path, required=True, help="directory for coverage files and the report")
     parser.add_argument("--kafka-version", default=None, help="the release (default: the plugin's default)")

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.schedule.kafka_coverage import TARGETS, kafka_jars, target_method
 
 #: A log line changes no state a client or the cluster can see: removing its call is equivalent by
@@ -334,8 +335,7 @@ def _covered(mutants: Sequence[Mutant], index: CoverageIndex) -> list[Mutant]:
 
 
 def list_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr kafka-mutants list", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("kafka-mutants list", __doc__)
     parser.add_argument("--coverage", type=Path, required=True, help="an `elr kafka-coverage --out` directory")
     parser.add_argument("--all", action="store_true", help="also mutants on lines no run covers")
     args = parser.parse_args(argv)
@@ -350,8 +350,7 @@ def list_main(argv: list[str] | None = None) -> int:
 
 
 def run_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr kafka-mutants run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("kafka-mutants run", __doc__)
     parser.add_argument("--coverage", type=Path, required=True, help="an `elr kafka-coverage --out` directory")
     parser.add_argument("--out", type=Path, required=True, help="the campaign's directory (results, histories)")
     parser.add_argument("--budget", type=parse_duration, default=float("inf"), help="stop starting mutants after this")
@@ -387,8 +386,7 @@ def run_main(argv: list[str] | None = None) -> int:
 
 
 def report_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr kafka-mutants report", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("kafka-mutants report", __doc__)
     parser.add_argument("campaigns", nargs="+", type=Path, help="campaign directories or results files (shards)")
     parser.add_argument("--html", type=Path, default=None, help="write the campaign's page here")
     parser.add_argument("--json", type=Path, default=None, help="write the merged results here")

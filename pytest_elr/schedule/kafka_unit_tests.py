@@ -26,7 +26,6 @@ per method, the mutants both kill, only the unit tests kill, only the suite kill
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -43,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.schedule.kafka_mutants import (
     Mutant,
     enumerate_mutants,
@@ -369,8 +369,7 @@ def side_by_side(unit: dict[str, dict[str, Any]], suite: dict[str, dict[str, Any
 
 
 def unit_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr kafka-mutants unit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("kafka-mutants unit", __doc__)
     parser.add_argument("--kafka-version", required=True, help="a release whose compiled tests are published")
     parser.add_argument("--out", type=Path, required=True, help="the results' directory (resumes)")
     parser.add_argument("--tests", default=",".join(DEFAULT_TESTS),
@@ -413,8 +412,7 @@ def unit_main(argv: list[str] | None = None) -> int:
 
 
 def side_by_side_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr kafka-mutants side-by-side", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("kafka-mutants side-by-side", __doc__)
     parser.add_argument("unit", type=Path, help="an `elr kafka-mutants unit --out` directory")
     parser.add_argument("suite", nargs="+", type=Path, help="the suite's campaign directories or results files")
     args = parser.parse_args(argv)

@@ -15,7 +15,6 @@ each attribution by showing the kill goes once its invariant is silenced.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Iterable
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.mutants import BROKERS, MUTANTS, NEGATIVE_CONTROLS, RULE_CHECKS, NegativeControl
@@ -92,8 +92,7 @@ def _check_mutant(name: str, rules: Rules, scenarios: list[Scenario], examples: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr mutants", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("mutants", __doc__)
     parser.add_argument("--scenarios", type=Path, default=SHIPPED,
                         help="the scenarios that must kill the mutants (default: the KIP suite this package ships)")
     parser.add_argument("--examples", type=int, default=200,

@@ -15,7 +15,6 @@ unexpected, flaky or left behind.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.checker import CHECKERS
+from pytest_elr.core.commandline import command_parser
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.suite import SHIPPED, NoScenariosError, scenario_files
@@ -112,8 +112,7 @@ def soak_suite(runs: int, paths: list[Path], out_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="elr soak", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("soak", __doc__)
     parser.add_argument("--suite", action="store_true", help="repeat the whole suite under pytest")
     parser.add_argument("paths", nargs="*", type=Path, default=[SHIPPED],
                         help="with --suite: what pytest runs (default: the KIP suite this package ships)")

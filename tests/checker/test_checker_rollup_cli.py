@@ -97,3 +97,33 @@ def test_synthetic_history(spark: Any, tmp_path: Path) -> None:
     assert {k: a.count for k, a in v.anomalies.items() if a.count} == {"lost": 5}
     assert (v.acked, v.read, v.malformed_count) == (2000, 1995, 0)
     assert all(e["offset"] < e["max_read"] for e in v.anomalies["lost"].examples)
+
+
+def test_cli_judges_a_negative_control_as_pytest_does(spark: Any, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A run whose scenario expects loss (legacy loses the last replica's records) passes under
+    pytest; ``elr check`` says so too, not INVALID. The same history declared ``none`` is INVALID,
+    and a negative control that lost nothing is INVALID for that reason."""
+    from pytest_elr.backends.model import ModelBackend
+    from pytest_elr.scenario.executor import run_scenario
+    from pytest_elr.scenario.loader import load_scenario
+
+    scenario = load_scenario(Path(__file__).parents[2] / "scenarios" / "kip966_last_replica_standing.elr.yaml")
+    result = run_scenario(scenario, ModelBackend(), "legacy", history_root=tmp_path / "runs")
+    assert result.passed and result.history_dir is not None and result.expected_loss == "found"
+    run = str(result.history_dir)
+    assert main([run, "--no-progress"]) == 0
+    assert "loss as expected" in capsys.readouterr().out
+
+    meta_file = Path(run) / "meta.json"
+    declared = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({**declared, "expected_loss": "none"}))
+    assert main([run, "--no-progress"]) == 1
+    assert "INVALID" in capsys.readouterr().out
+
+    kept = run_scenario(scenario, ModelBackend(), "kip966", history_root=tmp_path / "kept")
+    assert kept.history_dir is not None
+    kept_meta = Path(kept.history_dir) / "meta.json"
+    kept_meta.write_text(json.dumps({**json.loads(kept_meta.read_text()), "expected_loss": "found"}))
+    assert main([str(kept.history_dir), "--no-progress"]) == 1
+    assert "INVALID: no loss" in capsys.readouterr().out
