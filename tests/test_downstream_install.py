@@ -180,6 +180,7 @@ def test_the_shipped_kip_suite_runs_from_the_install(installed: tuple[Path, dict
     assert empty.returncode == 2 and "no scenario files" in empty.stderr, empty.stdout + empty.stderr
 
 
+@pytest.mark.docker
 def test_from_the_wheel_alone_model_then_images_then_kafka_with_xdist(installed: tuple[Path, dict[str, str]],
                                                                      tmp_path: Path, fresh_namespace: str) -> None:
     bin_dir, env = installed
