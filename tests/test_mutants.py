@@ -57,6 +57,8 @@ KILLED_BY = {
         "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step quorum-back"),
     "acks-all-taken-under-min-isr": (
         "expectation produce", "scenario kip966-acks-0-1-comparison [kip966]: step acks-all"),
+    "leader-epoch-bumped-on-elr-change": (
+        "expectation leader_epoch", "scenario kip966-t0-t7-walkthrough [kip966]: step T5-registration"),
 }
 
 EXAMPLES = 100

@@ -42,6 +42,7 @@ MUTANTS: dict[str, Rules] = {
     "elr-leader-not-in-isr": Rules(elr_leader_becomes_isr=False),
     "unclean-election-not-recovering": Rules(unclean_election_recovers=False),
     "acks-all-taken-under-min-isr": Rules(acks_all_refused_under_min_isr=False),
+    "leader-epoch-bumped-on-elr-change": Rules(elr_change_keeps_leader_epoch=False),
 }
 
 BROKERS = (0, 1, 2)

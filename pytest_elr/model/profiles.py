@@ -59,6 +59,7 @@ class Rules:
     elr_leader_becomes_isr: bool = True  # maybe_elect: a leader elected from the ELR is the new ISR
     unclean_election_recovers: bool = True  # maybe_elect: an unclean election marks the partition RECOVERING
     acks_all_refused_under_min_isr: bool = True  # produce_rejection: acks=all refused before the append
+    elr_change_keeps_leader_epoch: bool = True  # one_partition_change: an ELR change alone keeps the leader epoch
 
 
 @dataclass(frozen=True)
