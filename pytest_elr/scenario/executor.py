@@ -226,7 +226,7 @@ class Executor:
         #: partition from its own creation (leader epoch 1), so the bumps since then are compared
         self._epoch_base: dict[str, int] = {}
         #: the epochs observed at the latest step's end (or the start)
-        self._epochs_seen: dict[str, int | None] = {}
+        self.epochs_seen: dict[str, int | None] = {}
         #: the system's partition epoch at the latest settle (the model's: each state's
         #: ``partition_epoch_at_mark``)
         self._partition_epoch_mark: int | None = None
@@ -252,7 +252,7 @@ class Executor:
         m = self.model.observe()
         self._epoch_base = {f: getattr(obs, f) - getattr(m, f) for f in EPOCHS
                             if getattr(obs, f) is not None and getattr(m, f) is not None}
-        self._epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
+        self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
         self._partition_epoch_mark = obs.partition_epoch
         if s.workload is not None:
             # Real time: a producer for the whole run, or records sent around every step.
@@ -339,7 +339,7 @@ class Executor:
         self.history.record("step", phase="begin", line=step.line, note=step.note, do=do)
         self._step = step
         self._judged = {}
-        ctx = StepContext(hwm_before=self.last_hwm, epochs_before=dict(self._epochs_seen))
+        ctx = StepContext(hwm_before=self.last_hwm, epochs_before=dict(self.epochs_seen))
         workload = self.scenario.workload
         background = self._background
         if background:
@@ -681,7 +681,7 @@ class Executor:
         hwm_bounds = self._hwm_bounds() if self._shadow else (None, None)  # before the observation
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
-        self._epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
+        self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
         self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
         self._judged = {"expected": {k: _as_yaml(v) for k, v in expected.items()},
                         "observed": {k: _observed(k, obs, ctx) for k in expected}, "mismatches": mismatches}
