@@ -71,6 +71,7 @@ class ClusterHandle:
         """Bring the cluster up; raises BackendError (the run closed) when it cannot start."""
         self.run.start()
         self.started = True
+        self._ctx = StepContext(hwm_before=None, epochs_before=dict(self._executor.epochs_seen))
 
     # --- actions: one method per YAML form ----------------------------------------------------
 
@@ -122,7 +123,8 @@ class ClusterHandle:
 
     def expect(self, timeout: float | None = None, **expected: Any) -> Observation:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
-        fenced=, hwm=, produce=, rejected=, lost=, recovering=); raise ScenarioFailure if not.
+        fenced=, hwm=, produce=, rejected=, lost=, recovering=, leader_epoch=, partition_epoch=); raise
+        ScenarioFailure if not.
         Like a YAML step's end: the invariants are checked and what became readable is read."""
         where = _caller()
         self._refuse_after_verdict("expect", where)
@@ -136,7 +138,7 @@ class ClusterHandle:
         obs = self._executor.await_expectations(step, self._ctx)
         self._executor.check_invariants(step, obs)
         self._executor.read_for_presence(f"line {where[1]}", obs)
-        self._ctx = StepContext(hwm_before=self._executor.last_hwm)
+        self._ctx = StepContext(hwm_before=self._executor.last_hwm, epochs_before=dict(self._executor.epochs_seen))
         return obs
 
     # --- the verdict ---------------------------------------------------------------------------

@@ -122,3 +122,19 @@ class HwmBehindAcknowledged(Fake):
     def observe(self) -> Observation:
         obs = super().observe()
         return replace(obs, hwm=obs.hwm - 1) if obs.hwm else obs
+
+
+class LeaderEpochBumpedOnElrChange(Fake):
+    """Bumps the leader epoch on a change that moves the ELR alone (KIP-966, "Other behaviors" 1:
+    "Change of the ELR does not require a leader epoch bump")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, rules=replace(Rules(), elr_change_keeps_leader_epoch=False), **kwargs)
+
+
+class PartitionEpochNotBumped(Fake):
+    """Reports the partition epoch of the partition's creation: a change record that moves no
+    leader is missed (what a reader of the leader epoch alone would see)."""
+
+    def observe(self) -> Observation:
+        return replace(super().observe(), partition_epoch=0)

@@ -25,6 +25,8 @@ from fake_backend import (
     HwmBehindAcknowledged,
     HwmFromLaggingReplica,
     LastKnownElrIgnored,
+    LeaderEpochBumpedOnElrChange,
+    PartitionEpochNotBumped,
     ProduceOutcomeOverwritten,
     RecoveringNotRead,
 )
@@ -60,6 +62,14 @@ MUTANTS = [
            "after restart, the system differs from the model in recovering",
            lambda mp: mp.setattr(executor, "STATE_FIELDS", tuple(f for f in executor.STATE_FIELDS
                                                                   if f != "recovering"))),
+    Mutant("the leader epoch not compared", LeaderEpochBumpedOnElrChange, lambda: parse_scenario(SILENT), "kafka",
+           "the system differs from the model in leader_epoch",
+           lambda mp: mp.setattr(executor, "STATE_FIELDS", tuple(f for f in executor.STATE_FIELDS
+                                                                  if f != "leader_epoch"))),
+    Mutant("the partition epoch not compared", PartitionEpochNotBumped, lambda: parse_scenario(SILENT), "kafka",
+           "the system differs from the model in partition_epoch: model moved, observed unchanged (0 -> 0)",
+           lambda mp: mp.setattr(executor, "STATE_FIELDS", tuple(f for f in executor.STATE_FIELDS
+                                                                  if f != "partition_epoch"))),
     Mutant("a produce outcome overwritten", ProduceOutcomeOverwritten, lambda: parse_scenario(SILENT), "kafka",
            "after produce, the system differs from the model in produce: "
            "model 3 not_enough_replicas, observed 5 acknowledged",

@@ -59,6 +59,8 @@ KILLED_BY = {
         "expectation produce", "scenario kip966-acks-0-1-comparison [kip966]: step acks-all"),
     "preferred-elected-from-elr-beside-isr": (
         "expectation leader", "scenario preferred-election-under-min-isr [kip966]: step not-valid"),
+    "leader-epoch-bumped-on-elr-change": (
+        "expectation leader_epoch", "scenario kip966-t0-t7-walkthrough [kip966]: step T5-registration"),
 }
 
 EXAMPLES = 100

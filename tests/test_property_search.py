@@ -89,7 +89,7 @@ def test_the_search_finds_the_election_bug_when_its_rule_is_off() -> None:
     from pytest_elr.model.profiles import Rules
 
     kinds = ("isolate", "crash", "lossy", "pause", "min_isr", "heal", "restart")
-    found = search("kip966", max_examples=1000, rules=Rules(clear_elr_after_election=False), kinds=kinds)
+    found = search("kip966", max_examples=1000, steps=12, rules=Rules(clear_elr_after_election=False), kinds=kinds)
     assert found is not None
     actions, violations = found
     assert any(a.kind == "set_min_isr" for a in actions) and len(actions) <= 6, actions

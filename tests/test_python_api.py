@@ -209,3 +209,22 @@ def test_several_clusters_in_one_test_have_properties_of_their_own(pytester: pyt
     assert values["test_two.py::test_two::cluster-1::verdict"] == "loss found (10)", values
     assert values["test_two.py::test_two::cluster-2::verdict"] == "no loss", values
     assert values["test_two.py::test_two::cluster-2::acked"] == "5", values
+
+
+def test_an_epoch_expectation_compares_with_the_previous_expect(pytester: pytest.Pytester) -> None:
+    """A follower crash changes the ISR alone: the partition epoch moves, the leader epoch does not;
+    the leader's crash then bumps the leader epoch -- and a wrong expectation fails."""
+    pytester.makepyfile(test_epochs="""
+        import pytest
+
+        @pytest.mark.elr_profile("kafka")
+        def test_epochs(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2)
+            c.crash(2)
+            c.expect(isr=[0, 1], leader_epoch="unchanged", partition_epoch="bumped")
+            c.crash(0)
+            c.expect(leader=1, leader_epoch="unchanged")
+    """)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*leader_epoch: expected unchanged, observed 1 -> 2*"])

@@ -10,7 +10,8 @@ Required: ``name``, ``profiles``, ``start``, ``apply`` (one handler per action k
 
 Unless the backend *is* the model (``own_model``), the executor holds every observation to the
 model's prediction: after each fault every field of :class:`Observation` it reads (leader, ISR,
-ELR, LastKnownELR, fenced, held, recovering), and every produce's outcome in the words of
+ELR, LastKnownELR, fenced, held, recovering, the leader epoch and whether the partition epoch
+moved), and every produce's outcome in the words of
 :mod:`pytest_elr.core.outcomes`. A field the backend cannot read goes in ``cannot_observe``: it is
 then compared with nothing, and a scenario that expects it is refused (never a vacuous pass).
 """

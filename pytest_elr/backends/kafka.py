@@ -66,6 +66,7 @@ from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
 from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtocolError, SutError
 from pytest_elr.sut.kafka_dist import DIST_ENV, KafkaDist
+from pytest_elr.sut.metadata_log import Registration
 from pytest_elr.sut.polling import await_value
 from pytest_elr.workload.drain import drain, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
@@ -157,8 +158,9 @@ class KafkaBackend(Backend):
         #: with, for the next run on the pooled cluster
         self._cluster_min_isr_set = False
         self._workload: BackgroundProducer | None = None
-        # LeaderRecoveryState last read, and the partition state it was read for
-        self._recovery_read: tuple[tuple[object, ...], bool | None] | None = None
+        # the controller's record last read from its metadata log (LeaderRecoveryState, the
+        # partition epoch), and the partition state it was read for
+        self._registration_read: tuple[tuple[object, ...], Registration | None] | None = None
         self._started_at = time.monotonic()
         #: per node, what the mutation agent reported at the run's end (``sut.instrument``)
         self.planted_mutants: dict[str, str] = {}
@@ -268,6 +270,9 @@ class KafkaBackend(Backend):
     # --- actions: one handler per action class -----------------------------------------------
 
     def apply(self, action: Action) -> Result:
+        # A state seen before may come back with a higher partition epoch (an ISR that shrank and
+        # grew again): after an action, the record is read again.
+        self._registration_read = None
         try:
             return self._do(action)
         except SutError as exc:  # the harness could not do it: an error of the run, never a finding
@@ -555,17 +560,19 @@ class KafkaBackend(Backend):
             elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
             fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
-            recovering=self._recovering(p),
+            **self._registration(p),
             held=tuple(sorted(s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0)),
         )
 
-    def _recovering(self, p: PartitionState) -> bool | None:
-        """LeaderRecoveryState from the controllers' metadata log, read again only when the
-        partition's state changed (an unclean election and the recovery's end both change it)."""
+    def _registration(self, p: PartitionState) -> dict[str, Any]:
+        """LeaderRecoveryState and the partition epoch, from the controllers' metadata log (no
+        client API returns them), read again when the partition's state changed or an action was
+        done (an unclean election and the recovery's end both change the state); None: not read."""
         key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr)
-        if self._recovery_read is None or self._recovery_read[0] != key or self._recovery_read[1] is None:
-            self._recovery_read = (key, self.client.leader_recovering(p))
-        return self._recovery_read[1]
+        if self._registration_read is None or self._registration_read[0] != key or self._registration_read[1] is None:
+            self._registration_read = (key, self.client.registration(p))
+        reg = self._registration_read[1]
+        return {"recovering": reg.recovering if reg else None, "partition_epoch": reg.partition_epoch if reg else None}
 
     def unsynced_bytes(self) -> dict[int, int]:
         """Per broker, the bytes its disk layer holds that a power off would lose right now."""

@@ -26,6 +26,8 @@ class Observation:
     recovering: bool | None = False
     # Leaders whose AlterPartition is held on its way to the controller (a `slow` link to it).
     held: tuple[int, ...] = ()
+    #: bumped by every change of the controller's partition record (no client API returns it)
+    partition_epoch: int | None = None
 
     def as_event(self) -> dict[str, object]:
         return {
@@ -39,6 +41,7 @@ class Observation:
             "leo": {str(k): v for k, v in sorted(self.leo.items())},
             "recovering": self.recovering,
             "held": list(self.held),
+            "partition_epoch": self.partition_epoch,
         }
 
 

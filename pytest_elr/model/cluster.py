@@ -116,6 +116,8 @@ class ModelCluster:
     hwm_window_open: bool = True
     #: this state's HWM when the executor last held the system's HWM to it (``mark_hwm``)
     hwm_at_mark: int | None = None
+    #: this state's partition epoch when the executor last held the system's to it
+    partition_epoch_at_mark: int = 0
     #: the partition's history the state alone does not show, for the invariants of that history
     #: (``model/invariants.py``): each change of leader, ISR, ELR or RECOVERING as (before, after),
     #: seen after every action and every controller round (no change is made elsewhere) ...
@@ -259,6 +261,7 @@ class ModelCluster:
             leo={r: self.logs[r].leo for r in self.replicas},
             recovering=part.recovering,
             held=self.held_alter(),
+            partition_epoch=part.partition_epoch,
         )
 
     def held_alter(self) -> tuple[int, ...]:

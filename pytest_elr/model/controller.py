@@ -24,12 +24,16 @@ with the scenario that exercises each.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any, TypeVar
 
 from pytest_elr.model.profiles import LastKnown, Profile, Rules, UncleanRecovery
 from pytest_elr.model.state import AlterPartition, PartitionRecord
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -81,9 +85,59 @@ def effective_min_isr(min_isr: int, replication_factor: int, profile: Profile) -
     return min_isr
 
 
+def bump(part: PartitionRecord, leader_change: bool) -> None:
+    """Every partition change moves the partition epoch; only a new leader moves the leader
+    epoch, so an ISR or ELR change alone does not. Several steps of one change may bump: the
+    event that made the change counts it once (``one_partition_change``).
+
+    KIP-966, "Other behaviors" 1: "Change of the ELR does not require a leader epoch bump."
+    Kafka's ``PartitionChangeBuilder.build()`` bumps the leader epoch only when the record sets
+    a leader (an election, or ``triggerLeaderEpochBumpForReplicaReassignmentIfNeeded``: a
+    replica removed); ``triggerLeaderEpochBumpForIsrShrinkIfNeeded`` bumps it for an ISR shrink
+    only before metadata version 3.6 (KAFKA-15021), never on Kafka 4.x.
+
+    Mutation switch: none (``one_partition_change`` has one).
+    """
+    part.partition_epoch += 1
+    if leader_change:
+        part.leader_epoch += 1
+
+
+def one_partition_change(event: Callable[..., R]) -> Callable[..., R]:
+    """An event of the controller writes at most one change record for the partition: its
+    partition epoch moves by one, and its leader epoch by one when the record sets a leader,
+    however many steps of the change bumped them. ``event`` takes the partition first and the
+    ``ControllerContext`` last.
+
+    Kafka's ``PartitionRegistration.merge``: every PartitionChangeRecord gives ``partitionEpoch
+    + 1``, and ``leaderEpoch + 1`` when its leader field is not NO_LEADER_CHANGE (a
+    ClearElrRecord merges one such record into each partition whose ELR or LastKnownElr is not
+    empty). KIP-966, "Other behaviors" 1: "the only case of the ELR changes alone is when an ELR
+    broker registers after an unclean shutdown. In this case, no need to bump the leader epoch."
+
+    Mutation switch: ``Rules.elr_change_keeps_leader_epoch`` (off: a change that moves the ELR or
+    LastKnownELR bumps the leader epoch too).
+    """
+    @functools.wraps(event)
+    def change(part: PartitionRecord, *args: Any, **kwargs: Any) -> R:
+        ctx = args[-1]
+        leader_epoch, partition_epoch = part.leader_epoch, part.partition_epoch
+        elr = (tuple(part.elr), tuple(part.last_known_elr))
+        result = event(part, *args, **kwargs)
+        if part.partition_epoch > partition_epoch:
+            part.partition_epoch = partition_epoch + 1
+            part.leader_epoch = min(part.leader_epoch, leader_epoch + 1)
+            if not ctx.profile.rules.elr_change_keeps_leader_epoch and \
+                    elr != (tuple(part.elr), tuple(part.last_known_elr)):
+                part.leader_epoch = leader_epoch + 1
+        return result
+    return change
+
+
 # --- 2. events, in the order of the controller's round ---------------------------------------
 
 
+@one_partition_change
 def fence(part: PartitionRecord, broker: int, ctx: ControllerContext) -> None:
     """A broker's session expired (or it shut down cleanly): it leaves the ISR through the ELR
     update, and a leader that left is replaced. The caller has already marked the broker fenced,
@@ -102,6 +156,7 @@ def fence(part: PartitionRecord, broker: int, ctx: ControllerContext) -> None:
         maybe_elect(part, ctx)
 
 
+@one_partition_change
 def register_unclean(part: PartitionRecord, broker: int, ctx: ControllerContext) -> None:
     """A broker registered without a valid clean-shutdown epoch, so it may have lost data: it
     leaves the ISR and the ELR; under the full KIP an ELR member moves into LastKnownELR.
@@ -134,6 +189,7 @@ def register_unclean(part: PartitionRecord, broker: int, ctx: ControllerContext)
         maybe_elect(part, ctx)
 
 
+@one_partition_change
 def reassign_directory(part: PartitionRecord, ctx: ControllerContext) -> None:
     """A replica registered on a new disk: the partition moves to that directory, a partition
     change of its own (no leader change). A late AlterPartition then fails the partition-epoch
@@ -149,6 +205,7 @@ def reassign_directory(part: PartitionRecord, ctx: ControllerContext) -> None:
     bump(part, leader_change=False)
 
 
+@one_partition_change
 def assignment_resent(part: PartitionRecord, ctx: ControllerContext) -> None:
     """A resent copy of a directory assignment that already landed: its partition change finds
     the replica's directory online, so a leaderless partition elects it (an ISR member, or an ELR
@@ -164,6 +221,7 @@ def assignment_resent(part: PartitionRecord, ctx: ControllerContext) -> None:
     maybe_elect(part, ctx)
 
 
+@one_partition_change
 def unfence(part: PartitionRecord, ctx: ControllerContext) -> None:
     """A registered broker caught up with the metadata and may be elected again: a leaderless
     partition gets its leader, e.g. an ELR member while the ISR is empty.
@@ -176,6 +234,7 @@ def unfence(part: PartitionRecord, ctx: ControllerContext) -> None:
     maybe_elect(part, ctx)
 
 
+@one_partition_change
 def alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerContext) -> str | None:
     """The leader's AlterPartition: refused with an error code (``reject_alter_partition``), or
     applied as a proposed ISR. A follower joining ends the RECOVERING state of an unclean election.
@@ -221,6 +280,7 @@ def reject_alter_partition(part: PartitionRecord, req: AlterPartition, ctx: Cont
     return None
 
 
+@one_partition_change
 def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerContext) -> None:
     """min.insync.replicas changed: when the ISR already meets the new value, nobody outside it is
     needed any more, so the ELR and LastKnownELR are emptied.
@@ -251,6 +311,7 @@ def change_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerConte
         bump(part, leader_change=False)
 
 
+@one_partition_change
 def change_cluster_min_isr(part: PartitionRecord, new_min_isr: int, ctx: ControllerContext) -> None:
     """The cluster-wide default min.insync.replicas changed. The topic's own value overrides it, so
     its effective min ISR is what it was: under the KIP nothing happens (the ELR is already empty
@@ -277,6 +338,7 @@ def change_cluster_min_isr(part: PartitionRecord, new_min_isr: int, ctx: Control
         bump(part, leader_change=False)
 
 
+@one_partition_change
 def set_unclean_election(part: PartitionRecord, enabled: bool, ctx: ControllerContext) -> None:
     """The topic's ``unclean.leader.election.enable`` changed; the controller then tries an
     election at once (on Kafka: the ElectLeaders request with election type UNCLEAN that the
@@ -294,6 +356,7 @@ def set_unclean_election(part: PartitionRecord, enabled: bool, ctx: ControllerCo
 
 
 
+@one_partition_change
 def elect_preferred_leader(part: PartitionRecord, ctx: ControllerContext) -> None:
     """An operator's preferred leader election (Admin ``electLeaders`` with type PREFERRED, what
     ``kafka-leader-election.sh --election-type PREFERRED`` sends). Nothing happens when the first
@@ -412,19 +475,6 @@ def record_last_known_leader(part: PartitionRecord, gone: int, ctx: ControllerCo
     if ctx.profile.last_known is LastKnown.LAST_LEADER and not part.last_known_elr:
         part.last_known_elr = [gone]
         ctx.depart("record_last_known_leader")
-
-
-def bump(part: PartitionRecord, leader_change: bool) -> None:
-    """Every partition change moves the partition epoch; only a new leader moves the leader
-    epoch, so an ISR or ELR change alone does not.
-
-    KIP-966, "Other behaviors" 1: "Change of the ELR does not require a leader epoch bump."
-
-    Mutation switch: none.
-    """
-    part.partition_epoch += 1
-    if leader_change:
-        part.leader_epoch += 1
 
 
 def maybe_elect(part: PartitionRecord, ctx: ControllerContext) -> None:

@@ -60,6 +60,7 @@ class Rules:
     unclean_election_recovers: bool = True  # maybe_elect: an unclean election marks the partition RECOVERING
     acks_all_refused_under_min_isr: bool = True  # produce_rejection: acks=all refused before the append
     preferred_must_be_valid: bool = True  # elect_preferred_leader: an ELR member only while the ISR is empty
+    elr_change_keeps_leader_epoch: bool = True  # one_partition_change: an ELR change alone keeps the leader epoch
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,12 @@ from pytest_elr.workload.drain import max_acked_offset
 DEFAULT_STEP_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.25
 #: the fields of an observation the model predicts after every fault; ``hwm`` is held to bounds,
-#: not to the model's value (``Executor._hwm_differences``)
-STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "hwm")
+#: not to the model's value (``Executor._hwm_differences``); the leader epoch is counted from the
+#: start (``Executor._epoch_base``), the partition epoch held to whether it moved (``_moved``)
+STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering",
+                "leader_epoch", "partition_epoch", "hwm")
+#: the epochs of the partition record
+EPOCHS = ("leader_epoch", "partition_epoch")
 #: lost records named in one loss_evidence event (the count is always complete)
 MAX_NAMED_LOSSES = 20
 
@@ -93,6 +97,8 @@ class Difference:
 @dataclass
 class StepContext:
     hwm_before: int | None
+    #: the epochs observed at the previous step's end (``leader_epoch: unchanged`` compares with them)
+    epochs_before: dict[str, int | None] = field(default_factory=dict)
     produce: ProduceOutcome | None = None  # the step's last produce (a mapping ``produce:`` expectation)
     produces: list[ProduceOutcome] = field(default_factory=list)  # every produce, in order
     losses: list[LossEvidence] = field(default_factory=list)
@@ -215,6 +221,14 @@ class Executor:
         self.stopped_early = False  # it did: no finale, no final read, so no verdict to judge
         #: a lossy action was done (a YAML step's or a Python API call's): the fault must bite
         self.lossy_applied = False
+        #: per epoch, the system's value minus the model's at the start: the model numbers its
+        #: partition from its own creation (leader epoch 1), so the bumps since then are compared
+        self._epoch_base: dict[str, int] = {}
+        #: the epochs observed at the latest step's end (or the start)
+        self.epochs_seen: dict[str, int | None] = {}
+        #: the system's partition epoch at the latest settle (the model's: each state's
+        #: ``partition_epoch_at_mark``)
+        self._partition_epoch_mark: int | None = None
 
     @property
     def last_hwm(self) -> int | None:
@@ -234,6 +248,11 @@ class Executor:
         obs = self._observe_and_record()
         if obs.hwm is not None:
             self.hwm_seen.append(("start", obs.hwm))
+        m = self.model.observe()
+        self._epoch_base = {f: getattr(obs, f) - getattr(m, f) for f in EPOCHS
+                            if getattr(obs, f) is not None and getattr(m, f) is not None}
+        self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
+        self._partition_epoch_mark = obs.partition_epoch
         if s.workload is not None:
             # Real time: a producer for the whole run, or records sent around every step.
             self._background = not self.backend.start_workload(s.workload) and s.workload.per_step > 0
@@ -319,7 +338,7 @@ class Executor:
         self.history.record("step", phase="begin", line=step.line, note=step.note, do=do)
         self._step = step
         self._judged = {}
-        ctx = StepContext(hwm_before=self.last_hwm)
+        ctx = StepContext(hwm_before=self.last_hwm, epochs_before=dict(self.epochs_seen))
         workload = self.scenario.workload
         background = self._background
         if background:
@@ -423,6 +442,35 @@ class Executor:
             reason=declared[0] if declared else None, source=declared[1] if declared else None,
         )
 
+    def _predicted(self, m: Observation, name: str) -> Any:
+        """The model's value of a field, in the system's numbering: the leader epoch is the
+        system's at the start plus the bumps the model made since (Kafka creates a partition at
+        leader epoch 0, the model at 1). Measured on Kafka 4.4.0 and 4.0.2 (docs/model.md, "Epochs")."""
+        value = getattr(m, name)
+        if name == "leader_epoch" and value is not None and name in self._epoch_base:
+            return value + self._epoch_base[name]
+        return value
+
+    def _moved(self, state: ModelCluster) -> Observation:
+        """The state's observation with its partition epoch as whether it moved since the last
+        settle (1) or not (0): how many change records a step writes depends on timing the model
+        does not follow (a follower behind a slow link leaves and rejoins the ISR several times:
+        docs/model.md, "Epochs"), whether it writes one does not."""
+        m = state.observe()
+        return replace(m, partition_epoch=int(state.part.partition_epoch != state.partition_epoch_at_mark))
+
+    def _observed_moved(self, obs: Observation) -> Observation:
+        """The observation with its partition epoch as whether it moved since the last settle."""
+        if obs.partition_epoch is None or self._partition_epoch_mark is None:
+            return replace(obs, partition_epoch=None)
+        return replace(obs, partition_epoch=int(obs.partition_epoch != self._partition_epoch_mark))
+
+    def _mark_partition_epoch(self, obs: Observation) -> None:
+        assert self.alternatives is not None
+        self._partition_epoch_mark = obs.partition_epoch
+        for state in self.alternatives.states:
+            state.partition_epoch_at_mark = state.part.partition_epoch
+
     def _settle_like_model(self, action: Action, ctx: StepContext) -> None:
         """Hold the system to the model after an action that changes the cluster.
 
@@ -440,12 +488,14 @@ class Executor:
         names = [f for f in STATE_FIELDS if f not in self.backend.cannot_observe]
         # Followers the model has fetched everything: the next fault may depend on it (a leader
         # asks to add a follower to the ISR only once it has caught up).
-        allowed = [(state.observe(), state.caught_up_followers()) for state in self.alternatives.states]
+        allowed = [(self._moved(state), state.caught_up_followers()) for state in self.alternatives.states]
         hwm_bounds = self._hwm_bounds()  # before the first observation: see _least_hwm
 
-        def differences(obs: Observation, m: Observation, caught_up: set[int]) -> list[Difference]:
-            found = [self._difference(f, getattr(obs, f), getattr(m, f), action.kind, obs, m)
-                     for f in names if f != "hwm" and _value(getattr(obs, f)) != _value(getattr(m, f))]
+        def differences(raw: Observation, m: Observation, caught_up: set[int]) -> list[Difference]:
+            obs = self._observed_moved(raw)
+            found = [self._difference(f, _shown(f, getattr(obs, f), raw, self._partition_epoch_mark),
+                                      _shown(f, self._predicted(m, f)), action.kind, raw, m)
+                     for f in names if f != "hwm" and _value(getattr(obs, f)) != _value(self._predicted(m, f))]
             if "hwm" in names:
                 found += self._hwm_differences(obs, m, hwm_bounds, action.kind)
             end = obs.leo.get(obs.leader) if obs.leader is not None else None
@@ -478,6 +528,7 @@ class Executor:
                                 states=[describe(m) for m, _ in allowed], observed=describe(obs))
         for d in differences(obs, *allowed[chosen]):
             self._note(d, ctx)
+        self._mark_partition_epoch(obs)
         if any(fits):
             self._mark_hwm(obs)
 
@@ -553,12 +604,13 @@ class Executor:
         if not self._shadow or self.alternatives is None or "hwm" in self.backend.cannot_observe \
                 or "hwm" not in STATE_FIELDS:
             return
-        names = [f for f in STATE_FIELDS if f not in self.backend.cannot_observe and f != "hwm"]
+        names = [f for f in STATE_FIELDS
+                 if f not in self.backend.cannot_observe and f not in ("hwm", "partition_epoch")]
         models = [state.observe() for state in self.alternatives.states]
         found = self._hwm_differences(obs, models[0], bounds, "step end")
         for d in found:
             self._note(d, ctx)
-        agrees = any(all(_value(getattr(obs, f)) == _value(getattr(m, f)) for f in names) for m in models)
+        agrees = any(all(_value(getattr(obs, f)) == _value(self._predicted(m, f)) for f in names) for m in models)
         if agrees and all(d.reason is not None for d in found):
             self._mark_hwm(obs)
 
@@ -628,6 +680,7 @@ class Executor:
         hwm_bounds = self._hwm_bounds() if self._shadow else (None, None)  # before the observation
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         self._observe_and_record(obs)
+        self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
         self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
         self._judged = {"expected": {k: _as_yaml(v) for k, v in expected.items()},
                         "observed": {k: _observed(k, obs, ctx) for k in expected}, "mismatches": mismatches}
@@ -806,6 +859,8 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
                 out.append(f"{key}: expected {sorted(want)}, observed {sorted(got)}")
         elif key == "hwm":
             out += _compare_hwm(want, obs, ctx)
+        elif key in EPOCHS:
+            out += _compare_epoch(key, want, obs, ctx)
         elif key == "recovering" and obs.recovering != want:
             seen = "unknown (not read)" if obs.recovering is None else obs.recovering
             out.append(f"recovering: expected {want}, observed {seen}")
@@ -821,6 +876,16 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
                 out.append(f"lost: expected brokers {sorted(want)} to lose unsynced records, "
                            f"observed {sorted(bit)} ({detail or 'no lossy shutdown'})")
     return out
+
+
+def _compare_epoch(key: str, want: str, obs: Observation, ctx: StepContext) -> list[str]:
+    """``unchanged``: the same epoch as at the previous step's end; ``bumped``: a higher one."""
+    before, now = ctx.epochs_before.get(key), getattr(obs, key)
+    if before is None or now is None:
+        return [f"{key}: expected {want}, observed {now} (at the previous step's end: {before})"]
+    if (now == before) if want == "unchanged" else (now > before):
+        return []
+    return [f"{key}: expected {want}, observed {before} -> {now}"]
 
 
 def _compare_hwm(want: Any, obs: Observation, ctx: StepContext) -> list[str]:
@@ -891,6 +956,14 @@ def observed_invariants(obs: Observation, elr: bool = True, min_isr: int | None 
     return out
 
 
+def _shown(name: str, value: Any, raw: Observation | None = None, mark: int | None = None) -> Any:
+    """A field's value as a difference shows it: the partition epoch as whether it moved."""
+    if name != "partition_epoch" or value is None:
+        return value
+    moved = "moved" if value else "unchanged"
+    return moved if raw is None else f"{moved} ({mark} -> {raw.partition_epoch})"
+
+
 def _value(value: Any) -> Any:
     """A field's value for comparison: sets of brokers in any order."""
     return frozenset(value) if isinstance(value, (tuple, list, set, frozenset)) else value
@@ -928,7 +1001,7 @@ def _as_yaml(value: Any) -> Any:
 
 def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
     """What the step observed for the expectation ``key``, in the expectation's form."""
-    if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering"):
+    if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering", *EPOCHS):
         return _as_yaml(getattr(obs, key, None))
     if key == "produce":
         return [{"acked": p.acked, "outcomes": p.words()} for p in ctx.produces]

@@ -420,6 +420,8 @@ class _Builder:
             return r.string(value, what, ALTER_PARTITION_ERRORS)
         if key == "recovering":
             return r.boolean(value, what)
+        if key in ("leader_epoch", "partition_epoch"):
+            return r.string(value, what, EPOCH_WORDS)
         raise AssertionError(f"expectation key {key!r} has no reader")  # EXPECTATION_KEYS and this agree
 
     def produce_outcome(self, node: yaml.Node, what: str) -> dict[str, Any]:
@@ -452,6 +454,8 @@ class _Builder:
 
 
 HWM_WORDS = ("advanced", "frozen")
+#: an epoch against the previous step's end
+EPOCH_WORDS = ("unchanged", "bumped")
 
 
 def check_sequence(steps: list[Step], brokers: tuple[int, ...], path: str) -> None:

@@ -21,6 +21,7 @@ import docker.errors
 from pytest_elr.sut import admin, produce
 from pytest_elr.sut.admin import PartitionState
 from pytest_elr.sut.errors import ClusterStartError, KafkaProtocolError, SutError
+from pytest_elr.sut.metadata_log import Registration
 from pytest_elr.sut.polling import await_value, poll
 
 if TYPE_CHECKING:
@@ -149,11 +150,11 @@ class ClusterClient:
         leo = {r: self.local_leo(r, (topic, partition)) for r in state.replicas}
         return PartitionOffsets(state.leader, hwm, leo)
 
-    def leader_recovering(self, state: PartitionState) -> bool | None:
-        """Whether the controller's record of the partition, as ``state`` shows it, is RECOVERING
-        (LeaderRecoveryState, which no client API returns): replayed from a controller's metadata
-        log, the state matched on leader, leader epoch, ISR, ELR and LastKnownELR. None when no
-        controller's log holds that state yet."""
+    def registration(self, state: PartitionState) -> Registration | None:
+        """The controller's record of the partition as ``state`` shows it, with what no client API
+        returns (LeaderRecoveryState, the partition epoch): replayed from a controller's metadata
+        log, the latest record matched on leader, leader epoch, ISR, ELR and LastKnownELR. None
+        when no controller's log holds that state yet."""
         for controller in self.cluster.controller_ids:
             try:
                 registrations = self.cluster.metadata_log(controller).registrations(state.topic, state.partition)
@@ -162,7 +163,7 @@ class ClusterClient:
             for reg in reversed(registrations):
                 if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr) == (
                         state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or ()):
-                    return reg.recovering
+                    return reg
         return None
 
     # ------------------------------------------------------------ waiting

@@ -141,8 +141,11 @@ class MetadataLog:
 
     def _clear_elr(self, topic: str) -> None:
         for (name, _), history in self._states.items():
-            if history and (not topic or name == topic):
-                history.append(replace(history[-1], elr=(), last_known_elr=()))
+            # Kafka merges a change record into each partition whose ELR or LastKnownElr is not
+            # empty (``ReplicationControlManager.removeTopicElrs``): its partition epoch moves.
+            last = history[-1] if history else None
+            if last is not None and (not topic or name == topic) and (last.elr or last.last_known_elr):
+                history.append(replace(last, elr=(), last_known_elr=(), partition_epoch=last.partition_epoch + 1))
 
 
 def _tags(r: Reader) -> dict[int, bytes]:

@@ -124,3 +124,8 @@ def test_metadata_log_replays_clear_elr_records() -> None:
     assert [(s.isr, s.elr) for s in meta.registrations("t")][-1] == ((0,), (2,))
     meta.node.log += batch(4, [mine])  # type: ignore[attr-defined]
     assert [(s.isr, s.elr, s.last_known_elr) for s in meta.registrations("t")][-1] == ((0,), (), ())
+    # Kafka merges a change record into the partition (ReplicationControlManager.removeTopicElrs):
+    # the partition epoch moves, the leader epoch does not; with the ELR already empty, nothing does.
+    assert [(s.leader_epoch, s.partition_epoch) for s in meta.registrations("t")] == [(0, 0), (0, 1), (0, 2)]
+    meta.node.log += batch(5, [mine])  # type: ignore[attr-defined]
+    assert len(meta.registrations("t")) == 3
