@@ -50,7 +50,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kafka_version", "Kafka release for the kafka backend (default: the newest built and tested)",
             env="PYTEST_ELR_KAFKA_VERSION"),
     Setting("kafka_dist", "a Kafka distribution of your own for the kafka backend: a release tarball such as "
-            "`./gradlew releaseTarGz` makes, or a directory with libs/; its node image is built from it (once per "
+            "./gradlew releaseTarGz makes, or a directory with libs/; its node image is built from it (once per "
             "content) and its version is the release under test", env="PYTEST_ELR_KAFKA_DIST", path=True),
     Setting("progress", "print each step as it runs (label, actions, the state it settles in, time): auto (with "
             "-v, not under xdist), on or off (true/false, yes/no, 1/0 too)", "auto", choices=("auto", "on", "off")),

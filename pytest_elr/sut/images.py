@@ -522,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help=f"a version, a comma list or a set ({', '.join(VERSION_SETS)}); repeatable; "
                          f"default {DEFAULT_KAFKA_VERSION}")
     ap.add_argument("--kafka-dist", action="append", metavar="PATH",
-                    help="a Kafka distribution of your own (a release tarball such as `./gradlew releaseTarGz` "
+                    help="a Kafka distribution of your own (a release tarball such as ./gradlew releaseTarGz "
                          "makes, or a directory with libs/): build/tag its image, or keep it when pruning; "
                          f"repeatable; default ${DIST_ENV} (for prune)")
     ap.add_argument("--force", action="store_true", help="rebuild even if the tags exist")
