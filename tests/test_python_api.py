@@ -214,7 +214,8 @@ def test_several_clusters_in_one_test_have_properties_of_their_own(pytester: pyt
 def test_an_epoch_expectation_compares_with_the_previous_expect(pytester: pytest.Pytester) -> None:
     """A follower crash changes the ISR alone: the partition epoch moves, the leader epoch does not;
     the leader's crash then bumps the leader epoch -- and a wrong expectation fails."""
-    pytester.makepyfile(test_epochs="""
+    # not test_epochs.py: that module name is taken by tests/test_epochs.py when run in one process
+    pytester.makepyfile(test_epoch_expectations="""
         import pytest
 
         @pytest.mark.elr_profile("kafka")
