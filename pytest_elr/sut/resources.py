@@ -53,8 +53,18 @@ def session_id() -> str:
     return _session_id
 
 
+_reaped_in: int | None = None  # the pid that has reaped dead owners' leftovers (a fork must again)
+
+
 def new_cluster_id() -> str:
-    """Unique per process and xdist worker: pid + random suffix."""
+    """Unique per process and xdist worker: pid + random suffix. The first cluster of a process
+    first removes what processes that died without cleaning up left behind (SIGKILL, an OOM kill, a
+    power cut: no handler runs then), so one such death does not pin containers and memory for good."""
+    global _reaped_in
+    if _reaped_in != os.getpid():
+        _reaped_in = os.getpid()
+        with contextlib.suppress(EngineNotRunningError, docker.errors.DockerException):
+            reap_leftovers(only_dead_owners=True)
     return f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
