@@ -27,13 +27,16 @@ from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
 from pytest_elr.core.versions import VersionError, resolve_versions
 from pytest_elr.model.profiles import PROFILE_NAMES
+from pytest_elr.parallel import Decision, distribute
 from pytest_elr.scenario.executor import RunResult, ScenarioFailure, ScenarioRun, say_difference
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario, verdict_from_python
 from pytest_elr.scenario.schema import LossExpectation, Scenario, unexplained
+from pytest_elr.scenario.suite import SCENARIO_SUFFIXES
 from pytest_elr.settings import SETTINGS, add_options, path_setting, setting, setting_source
 
-SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
 RESULTS = pytest.StashKey[list[RunResult]]()
+#: what --elr-parallel made of this session (the header says it)
+PARALLEL = pytest.StashKey[Decision]()
 HISTORY_DIR = pytest.StashKey[Path]()
 #: per backend name, what its runs share for the session (e.g. the kafka backend's cluster pool)
 SESSIONS = pytest.StashKey[dict[str, Session | None]]()
@@ -66,8 +69,17 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "test's verdict must be, as a scenario's verdict: key")
     config.stash[RESULTS] = []
     _check_options(config)
+    config.stash[PARALLEL] = distribute(config)  # before xdist's own pytest_configure (trylast) reads -n
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_JunitRelay(config), "pytest-elr-junit-relay")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    decision = config.stash.get(PARALLEL, None)
+    if decision is None or not decision.workers:
+        return []
+    return [f"pytest-elr: {decision.workers} runs at once, each worker with clusters of its own ({decision.why}); "
+            "--elr-parallel 1 runs one at a time"]
 
 
 def _check_options(config: pytest.Config) -> None:

@@ -54,6 +54,9 @@ SETTINGS: tuple[Setting, ...] = (
             "content) and its version is the release under test", env="PYTEST_ELR_KAFKA_DIST", path=True),
     Setting("progress", "print each step as it runs (label, actions, the state it settles in, time): auto (with "
             "-v, not under xdist), on or off (true/false, yes/no, 1/0 too)", "auto", choices=("auto", "on", "off")),
+    Setting("parallel", "clusters at once: runs go to this many pytest-xdist workers, each with its own clusters; "
+            "auto sizes it from the machine's cores and memory and the number of scenario files (kafka backend "
+            "only); 1 runs one at a time; -n on the command line wins", "auto", env="PYTEST_ELR_PARALLEL"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 #: the spellings of a boolean an ini file or a CI variable may use, for settings whose choices are on/off

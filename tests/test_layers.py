@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("backends",),
     ("report", "scenario"),
     ("schedule",),
-    ("plugin", "settings", "api", "cli", "__main__", "__init__"),
+    ("plugin", "parallel", "settings", "api", "cli", "__main__", "__init__"),
 )
 LAYER_OF = {pkg: i for i, names in enumerate(LAYERS) for pkg in names}
 

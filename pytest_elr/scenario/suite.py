@@ -11,6 +11,8 @@ from pytest_elr.scenario.schema import Scenario
 #: wheel it is package data, so ``elr mutants``, ``elr bench suite`` and ``pytest --pyargs
 #: pytest_elr.scenarios`` need no checkout.
 SHIPPED = Path(__file__).resolve().parents[1] / "scenarios"
+#: what names a scenario file, for pytest's collection and for every count of scenario files
+SCENARIO_SUFFIXES = (".elr.yaml", ".elr.yml")
 
 
 class NoScenariosError(Exception):
