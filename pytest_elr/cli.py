@@ -52,6 +52,8 @@ COMMANDS: dict[str, Command] = {
     "bench search": Command("pytest_elr.schedule.bench:search_main", "property-search schedules per minute"),
     "bench checker": Command("pytest_elr.checker.bench:main", "the Spark checker against DuckDB, synthetic runs"),
     "bench rollup": Command("pytest_elr.checker.bench_rollup:main", "the rollup across 10,000 synthetic runs"),
+    "bench concurrency": Command("pytest_elr.schedule.soak:bench_main",
+                                 "the suite on real Kafka one cluster at a time beside --elr-parallel auto"),
     "bench cluster": Command("pytest_elr.faults.bench:main", "a real cluster: start, cut, ISR shrink, fencing, memory"),
     "bench power-off": Command("pytest_elr.faults.bench_power_off:main",
                                "Kafka on the FUSE layer vs a plain dir; power off"),

@@ -32,7 +32,7 @@ def test_no_scenarios_is_an_error_not_an_empty_suite(where: str, tmp_path: Path)
 
 
 @pytest.mark.parametrize("command", [("mutants", "--examples", "0", "--scenarios"), ("bench", "suite", "--scenarios"),
-                                     ("compare", "--schedules", "0"), ("soak", "--suite")])
+                                     ("compare", "--schedules", "0"), ("soak", "--suite"), ("bench", "concurrency")])
 def test_each_command_that_needs_scenarios_says_it_found_none(command: tuple[str, ...], tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_elr", *command, str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

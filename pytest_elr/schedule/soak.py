@@ -2,6 +2,7 @@
 
     elr soak --runs 10 [--scenario scenarios/kip966_last_replica_standing.elr.yaml]
     elr soak --suite --runs 5 [scenarios/]
+    elr soak --suite --runs 1 --parallel 1,auto [scenarios/]   (also: elr bench concurrency)
 
 The first form runs the scenario under ``kafka`` (ELR on) and ``legacy`` (ELR off, same binary)
 alternately and prints how often the fault bit, how often loss was found, the disagreements with
@@ -9,18 +10,22 @@ the model and the declared differences of each run, and every run that did not g
 the scenario expects. The second runs the whole suite under pytest N times in a row (a fresh
 process each time) and prints, per run, the wall time, the outcomes, the disagreements with the
 model and the declared differences, and the Docker objects left behind; then every scenario whose
-outcome or verdict varied (flaky) and the per-scenario times. Exit code 1 when anything was
-unexpected, flaky or left behind.
+outcome or verdict varied (flaky) and the per-scenario times. With ``--parallel 1,auto`` each
+round runs the suite at each concurrency in turn and the summary puts every level's wall time beside
+the first's (``elr bench concurrency`` is that, one round): verdicts must agree across levels too.
+Exit code 1 when anything was unexpected, flaky or left behind.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_elr.backends.kafka import KafkaBackend
@@ -69,34 +74,46 @@ def _junit(path: Path) -> dict[str, tuple[str, str, float, int, int]]:
     return out
 
 
-def soak_suite(runs: int, paths: list[Path], out_dir: Path) -> int:
+def soak_suite(runs: int, paths: list[Path], out_dir: Path, levels: Sequence[str] = ("auto",)) -> int:
+    """The suite ``runs`` times at each concurrency of ``levels`` (``--elr-parallel``), the levels
+    alternating within each round so that a drift of the machine hits them alike; every verdict must
+    agree across all runs of all levels."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, tuple[str, str, float, int, int]]] = []
-    walls: list[float] = []
+    walls: dict[str, list[float]] = {level: [] for level in levels}
     left: list[dict[str, int]] = []
     for i in range(1, runs + 1):
-        xml = out_dir / f"run-{i}.xml"
-        t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly",
-                               "-p", "no:cacheprovider", f"--junitxml={xml}",
-                               f"--elr-history-dir={out_dir / f'run-{i}'}"], capture_output=True, text=True)
-        walls.append(time.monotonic() - t0)
-        results.append(_junit(xml) if xml.exists() else {})
-        left.append(_leftovers())
-        counts = Counter(outcome for outcome, *_ in results[-1].values())
-        disagreements = sum(r[3] for r in results[-1].values())
-        declared = sum(r[4] for r in results[-1].values())
-        print(f"run {i}: {walls[-1]:.0f} s, exit {proc.returncode}, "
-              + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-              + f"; disagreements with the model {disagreements}, declared differences {declared}"
-              + f"; left behind: {sum(left[-1].values())} ({', '.join(f'{n} {k}' for k, n in left[-1].items())})",
-              flush=True)
+        for level in levels:
+            tag = f"run-{i}" if levels == ("auto",) else f"run-{i}-parallel-{level}"
+            xml = out_dir / f"{tag}.xml"
+            t0 = time.monotonic()
+            proc = subprocess.run([sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly",
+                                   "-p", "no:cacheprovider", f"--junitxml={xml}", f"--elr-parallel={level}",
+                                   f"--elr-history-dir={out_dir / tag}"], capture_output=True, text=True)
+            walls[level].append(time.monotonic() - t0)
+            results.append(_junit(xml) if xml.exists() else {})
+            left.append(_leftovers())
+            counts = Counter(outcome for outcome, *_ in results[-1].values())
+            disagreements = sum(r[3] for r in results[-1].values())
+            declared = sum(r[4] for r in results[-1].values())
+            print(f"run {i} (--elr-parallel {level}): {walls[level][-1]:.0f} s, exit {proc.returncode}, "
+                  + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+                  + f"; disagreements with the model {disagreements}, declared differences {declared}"
+                  + f"; left behind: {sum(left[-1].values())} ({', '.join(f'{n} {k}' for k, n in left[-1].items())})",
+                  flush=True)
+            if proc.returncode not in (0, 1) or not xml.exists():
+                print("  " + "\n  ".join((proc.stdout + proc.stderr).strip().splitlines()[-15:]), flush=True)
     ids = sorted({k for r in results for k in r})
     flaky = [k for k in ids if len({r.get(k, ("missing", "", 0, 0, 0))[:2] for r in results}) > 1]
     failed = [k for k in ids if any(r.get(k, ("missing",))[0] in ("failed", "error", "missing") for r in results)]
-    print(f"\n{runs} runs of {len(ids)} tests: flaky {len(flaky)}, failed in some run {len(failed)}, "
-          f"left behind {sum(sum(x.values()) for x in left)}; wall time per run "
-          f"min {min(walls):.0f} s, median {statistics.median(walls):.0f} s, max {max(walls):.0f} s")
+    print(f"\n{len(results)} runs of {len(ids)} tests: flaky {len(flaky)}, failed in some run {len(failed)}, "
+          f"left behind {sum(sum(x.values()) for x in left)}")
+    base = statistics.median(walls[levels[0]])
+    for level in levels:
+        w = walls[level]
+        print(f"  --elr-parallel {level}: wall time per run min {min(w):.0f} s, median {statistics.median(w):.0f} s, "
+              f"max {max(w):.0f} s" + (f"; {base / statistics.median(w):.2f}x the speed of --elr-parallel "
+                                        f"{levels[0]}" if level != levels[0] else ""))
     for k in flaky:
         print(f"  flaky: {k}: " + " | ".join("/".join(r.get(k, ('missing', ''))[:2]) for r in results))
     print("per scenario run (median s over the runs):")
@@ -111,12 +128,24 @@ def soak_suite(runs: int, paths: list[Path], out_dir: Path) -> int:
     return 1 if flaky or failed or any(sum(x.values()) for x in left) else 0
 
 
+def parse_levels(text: str) -> tuple[str, ...]:
+    """``1,auto`` -> ("1", "auto"): each ``auto`` or a positive number, at least one."""
+    levels = tuple(part.strip() for part in text.split(",") if part.strip())
+    bad = [p for p in levels if p != "auto" and not (p.isdigit() and int(p) >= 1)]
+    if not levels or bad:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of auto or numbers >= 1, got {text!r}")
+    return levels
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = command_parser("soak", __doc__)
     parser.add_argument("--suite", action="store_true", help="repeat the whole suite under pytest")
     parser.add_argument("paths", nargs="*", type=Path, default=[SHIPPED],
                         help="with --suite: what pytest runs (default: the KIP suite this package ships)")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--parallel", type=parse_levels, default=("auto",), metavar="LEVELS",
+                        help="with --suite: --elr-parallel of each run; several (1,auto) alternate within each "
+                             "round and are timed against the first (default: auto)")
     parser.add_argument("--scenario", type=Path, default=DEFAULT)
     parser.add_argument("--profiles", default="kafka,legacy")
     parser.add_argument("--checker", choices=sorted(CHECKERS), default="spark")
@@ -129,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"elr soak: {exc}", file=sys.stderr)
         return 2
     if args.suite:
-        return soak_suite(args.runs, args.paths, args.history_dir)
+        return soak_suite(args.runs, args.paths, args.history_dir, args.parallel)
     scenario = load_scenario(args.scenario)
     profiles = args.profiles.split(",")
     counts: dict[str, Counter[str]] = {p: Counter() for p in profiles}
@@ -167,6 +196,26 @@ def main(argv: list[str] | None = None) -> int:
               f"disagreements {c['disagreements']}, declared differences {c['declared differences']}, "
               f"harness errors {c['harness errors']}")
     return 0 if all(c["as expected"] == c["runs"] for c in counts.values()) else 1
+
+
+def bench_main(argv: list[str] | None = None) -> int:
+    """``elr bench concurrency``: the suite one cluster at a time beside concurrent runs, same session."""
+    parser = command_parser("bench concurrency", "The suite on real Kafka at each --elr-parallel level in turn "
+                            "(the first is the baseline), with the verdicts compared across levels.")
+    parser.add_argument("paths", nargs="*", type=Path, default=[SHIPPED],
+                        help="what pytest runs (default: the KIP suite this package ships)")
+    parser.add_argument("--runs", type=int, default=1, help="rounds (each runs every level once)")
+    parser.add_argument("--parallel", type=parse_levels, default=("1", "auto"), metavar="LEVELS",
+                        help="comma-separated --elr-parallel levels, the first is the baseline (default: 1,auto)")
+    parser.add_argument("--history-dir", type=Path, default=Path(".elr-history/bench-concurrency"))
+    args = parser.parse_args(argv)
+    try:
+        for path in args.paths:
+            scenario_files(path)
+    except NoScenariosError as exc:
+        print(f"elr bench concurrency: {exc}", file=sys.stderr)
+        return 2
+    return soak_suite(args.runs, args.paths, args.history_dir, args.parallel)
 
 
 if __name__ == "__main__":
