@@ -9,16 +9,21 @@ nothing."""
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from fake_backend import Fake
 
 from pytest_elr.actions import Action
+from pytest_elr.core.errors import BackendError
 from pytest_elr.core.observation import Observation, Result
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.mutants import MUTANTS
@@ -206,3 +211,147 @@ def test_a_harness_bug_is_a_harness_error_and_the_exploration_goes_on(tmp_path: 
     assert lines[-1].endswith(("agrees", "documented")), lines  # the exploration went on past them
     traces = sorted(tmp_path.rglob("*.traceback.txt"))  # each bug's traceback is kept for its fix
     assert len(traces) == len(errors) and all("AttributeError" in t.read_text() for t in traces), traces
+
+
+# --- --parallel ------------------------------------------------------------------------------------
+
+
+class Gate:
+    """A session: ``closed`` is set when its owner closes it (an interrupt closes it under a run)."""
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class Tracked(Fake):
+    """Counts the runs going on at once, and which sessions they ran on; the first ``meet`` runs
+    wait for each other (a barrier: broken, and the test failed, unless that many run at once)."""
+
+    lock = threading.Lock()
+    active = 0
+    most = 0
+    started = 0
+    met = False
+    sessions: ClassVar[set[int]] = set()
+    meet: ClassVar[threading.Barrier | None] = None
+    #: when set, a run waits until its session is closed (an interrupt), then fails as Kafka would
+    hold = False
+
+    def __init__(self, session: Gate | None = None, version: str | None = None) -> None:
+        super().__init__(session, version)
+        self.session = session  # the model backend keeps none
+
+    @classmethod
+    def new_session(cls) -> Gate:
+        return Gate()
+
+    @classmethod
+    def reset(cls, meet: int | None, hold: bool = False) -> None:
+        cls.active = cls.most = cls.started = 0
+        cls.met = False
+        cls.sessions = set()
+        cls.meet = threading.Barrier(meet, timeout=30) if meet else None
+        cls.hold = hold
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        with cls.lock:
+            cls.active += 1
+            cls.most = max(cls.most, cls.active)
+            cls.sessions.add(id(self.session))
+            cls.started += 1
+            meets = cls.meet is not None and cls.started <= cls.meet.parties
+        if meets:
+            assert cls.meet is not None
+            cls.meet.wait()  # a broken barrier raises: a harness error, and ``met`` stays False
+            cls.met = True
+        if cls.hold:
+            assert isinstance(self.session, Gate) and self.session.closed.wait(timeout=30)
+            raise BackendError("the cluster was removed")
+        super().start(*args, **kwargs)
+
+    def close(self) -> None:
+        with type(self).lock:
+            type(self).active -= 1
+        super().close()
+
+
+def runnable(oracle: Any, tmp_path: Path, count: int) -> list[list[Action]]:
+    """The first ``count`` schedules of seed 0 the exploration runs (it skips those the model cannot pass)."""
+    return [a for a in itertools.islice(schedules(oracle, 0, 8, None), 60)
+            if write_scenario(tmp_path / "probe.elr.yaml", "probe", "", a, CLUSTER, TOPIC, "kafka", oracle,
+                              expect=False) is not None][:count]
+
+
+def test_parallel_3_runs_three_schedules_at_once_on_three_sessions(tmp_path: Path) -> None:
+    lines: list[str] = []
+    ex = Explorer(Tracked, None, "kafka", get_profile("kafka"), tmp_path, CLUSTER, TOPIC, confirm=0,
+                  shrink_replays=0, say=lines.append)
+    drawn = runnable(ex.oracle, tmp_path, 8)
+    Tracked.reset(meet=3)
+    seen = ex.explore(iter(drawn), time.monotonic() + 120, parallel=3)
+    assert Tracked.met and Tracked.most == 3, (Tracked.most, lines)  # 3 at once, never 4
+    assert len(Tracked.sessions) == 3 and sum(seen.counts.values()) == 8 and seen.counts["finding"] == 0, lines
+
+
+def test_parallel_explores_the_schedules_one_at_a_time_explores(tmp_path: Path) -> None:
+    oracle = replace(get_profile("kafka"), rules=MUTANTS[MUTANT])
+    drawn = list(itertools.islice(schedules(oracle, 0, 8, None), 40))  # some the model refuses: gaps in the names
+    runs: dict[int, tuple[Exploration, list[str]]] = {}
+    for parallel in (1, 3):
+        lines: list[str] = []
+        ex = Explorer(Fake, None, "kafka", oracle, tmp_path / str(parallel), CLUSTER, TOPIC, confirm=1,
+                      shrink_replays=4, say=lines.append, mutant=MUTANT)
+        runs[parallel] = ex.explore(iter(drawn), time.monotonic() + 300, parallel=parallel), lines
+    (one, one_lines), (three, three_lines) = runs[1], runs[3]
+    named = [line for line in one_lines if line.startswith("explore-")]
+    assert one.counts["finding"] >= 2 and one.counts["agrees"] >= 1, one_lines  # a mix worth comparing
+    # the same schedule under each name, classified the same
+    assert sorted(named) == sorted(line for line in three_lines if line.startswith("explore-"))
+    written = sorted(p.name for p in (tmp_path / "1" / "schedules").iterdir())
+    assert len(written) == len(named) and written == sorted(p.name for p in (tmp_path / "3" / "schedules").iterdir())
+    for name in written:
+        assert (tmp_path / "1" / "schedules" / name).read_text() == (tmp_path / "3" / "schedules" / name).read_text()
+    a, b = one.summary(), three.summary()
+    for key in ("runs", "agrees", "documented", "finding", "harness error", "action_kinds", "states_model",
+                "states_cluster", "finding_signatures"):
+        assert a[key] == b[key], key
+    # each finding followed up once, confirmed and shrunk
+    assert [(f["signature"], f["confirmed"]) for f in a["findings"]] == \
+        [(f["signature"], f["confirmed"]) for f in b["findings"]]
+    assert all(f["shrunk"] for f in b["findings"]) and sum(line.startswith("  confirmed") for line in three_lines) \
+        == len(b["findings"])
+
+
+def test_an_interrupt_of_a_parallel_exploration_closes_every_session_and_ends_every_worker(tmp_path: Path) -> None:
+    lines: list[str] = []
+    ex = Explorer(Tracked, None, "kafka", get_profile("kafka"), tmp_path, CLUSTER, TOPIC, confirm=0,
+                  shrink_replays=0, say=lines.append)
+    drawn = runnable(ex.oracle, tmp_path, 3)
+    opened: list[Gate] = []
+    new_session = Tracked.new_session
+
+    def recording() -> Gate:
+        opened.append(new_session())
+        return opened[-1]
+
+    def ctrl_c_once_three_run() -> None:
+        deadline = time.monotonic() + 30
+        while Tracked.active < 3:
+            if time.monotonic() > deadline:
+                return  # never three at once: the test fails below (no KeyboardInterrupt)
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, while the exploration waits for a free worker
+
+    Tracked.reset(meet=None, hold=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Tracked, "new_session", staticmethod(recording))
+        threading.Thread(target=ctrl_c_once_three_run, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            ex.explore(iter(drawn + drawn), time.monotonic() + 120, parallel=3)
+    assert len(opened) == 3 and all(s.closed.is_set() for s in opened)
+    assert not [t for t in threading.enumerate() if t.name.startswith("explore")]  # every worker ended
+    assert sum(ex.seen.counts.values()) == 0 and lines == []  # nothing recorded or said after the stop

@@ -5,6 +5,13 @@ resuming, the merged table of shards, and the executor's stop at the first failu
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -218,3 +225,137 @@ def test_the_executor_stops_at_the_first_failure_no_known_failure_declares() -> 
     known = WRONG_TWICE + 'known_failures:\n  - {versions: "<9", because: a bug, step: a, fails: [leader]}\n'
     past_known = run_scenario(parse_scenario(known), VersionedModel(), "kafka", stop_at_first_failure=True)
     assert [f.step for f in past_known.failures] == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------------- --parallel
+
+
+def test_parallel_3_runs_three_children_at_once_and_never_more(tmp_path: Path, index: km.CoverageIndex,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = threading.Lock()
+    active, most = [0], [0]
+    first_three = threading.Barrier(3, timeout=30)  # broken (and the test failed) unless 3 run at once
+
+    def overlapping(m: km.Mutant, *args: Any) -> dict[str, Any]:
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+            waits = m.line <= 3
+        try:
+            if waits:
+                first_three.wait()
+            return fake_child(m, *args)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(km, "_child", overlapping)
+    mutants = [mutant("m", line) for line in range(1, 10)]
+    km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60, parallel=3)
+    assert most[0] == 3 and len(km.results_of([tmp_path])) == 9
+
+
+def test_parallel_results_equal_one_at_a_time(tmp_path: Path, index: km.CoverageIndex,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    histories: list[Path] = []
+
+    def child(m: km.Mutant, runs: Any, version: str, history: Path, timeout_s: float) -> dict[str, Any]:
+        histories.append(history)
+        return fake_child(m, runs, version, history, timeout_s)
+
+    monkeypatch.setattr(km, "_child", child)
+    mutants = [mutant("m", line, index=i) for line in range(1, 45) for i in range(2)]  # some uncovered
+    km.run_campaign(mutants, index, tmp_path / "one", budget_s=1e9, shard=(1, 1), mutant_timeout_s=60, parallel=1)
+    serial_lines = capsys.readouterr().out.splitlines()
+    km.run_campaign(mutants, index, tmp_path / "three", budget_s=1e9, shard=(1, 1), mutant_timeout_s=60, parallel=3)
+    parallel_lines = capsys.readouterr().out.splitlines()
+    one, three = km.results_of([tmp_path / "one"]), km.results_of([tmp_path / "three"])
+    assert {i: r["status"] for i, r in one.items()} == {i: r["status"] for i, r in three.items()}
+    assert {r["status"] for r in one.values()} == {"killed", "survived", "no-start", "uncovered"}
+    assert [{k: v for k, v in one[i].items() if k != "seconds"} for i in sorted(one)] == \
+        [{k: v for k, v in three[i].items() if k != "seconds"} for i in sorted(three)]
+    # the same progress lines, in the order the mutants ended: their counters and time column aside
+
+    def strip(line: str) -> str:
+        return re.sub(r"^\[\d+/(\d+)\] (\S+(?: \S+)?)\s+\d+s", r"[/\1] \2", line)
+    assert sorted(map(strip, serial_lines)) == sorted(map(strip, parallel_lines))
+    assert [line.split("/")[0] for line in parallel_lines[1:]] == [f"[{n}" for n in range(1, len(three) + 1)]
+    # every child had a history directory of its own
+    assert len(set(histories)) == len(histories) == 2 * sum(1 for r in one.values() if r["status"] != "uncovered")
+
+
+def test_an_interrupted_parallel_campaign_resumes_without_running_graded_mutants_again(
+        tmp_path: Path, index: km.CoverageIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def stopping_at_line_9(m: km.Mutant, *args: Any) -> dict[str, Any]:
+        with lock:
+            ran.append(m.id)
+        if m.line == 9:  # Ctrl-C arrives while this one runs, once the parent wrote two results
+            deadline = time.monotonic() + 30
+            while len(km.results_of([tmp_path])) < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+        return fake_child(m, *args)
+
+    monkeypatch.setattr(km, "_child", stopping_at_line_9)
+    mutants = [mutant("m", line) for line in (9, *range(1, 9), *range(10, 13))]
+    with pytest.raises(KeyboardInterrupt):
+        km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60, parallel=3)
+    graded = set(km.results_of([tmp_path]))
+    assert len(graded) >= 2 and mutants[0].id not in graded and len(graded) < len(mutants)
+
+    ran.clear()
+    monkeypatch.setattr(km, "_child", lambda m, *args: ran.append(m.id) or fake_child(m, *args))
+    km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60, parallel=3)
+    assert sorted(ran) == sorted(m.id for m in mutants if m.id not in graded)  # each ungraded once, no graded one
+    assert set(km.results_of([tmp_path])) == {m.id for m in mutants}
+
+
+CAMPAIGN_OF_SLEEPERS = """
+import sys
+from pathlib import Path
+from pytest_elr.schedule import kafka_mutants as km
+
+pids = Path(sys.argv[1])
+# each "child" writes its pid and sleeps until it is stopped
+km.child_command = lambda spec: [sys.executable, "-c",
+    "import os, sys, time; open(sys.argv[1] + '/' + str(os.getpid()), 'w').close(); time.sleep(3600)", str(pids)]
+index = km.CoverageIndex(Path(sys.argv[2]))
+mutants = [km.Mutant.parse(f"P#m()V:{line}:X:0\\t{line}\\tX\\td") for line in range(1, 7)]
+km.run_campaign(mutants, index, Path(sys.argv[3]), budget_s=1e9, shard=(1, 1), mutant_timeout_s=3600, parallel=3)
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_a_parallel_campaign_leaves_no_child_running(tmp_path: Path, stop: signal.Signals) -> None:
+    pids, campaign = tmp_path / "pids", tmp_path / "campaign"
+    pids.mkdir()
+    run = {"scenario_file": "r.elr.yaml", "profile": "kafka", "seconds": 1.0, "covered": {"P.java": list(range(1, 7))}}
+    (tmp_path / "lines.json").write_text(json.dumps({"kafka_version": "4.4.0", "source_of": {"P": "P.java"},
+                                                     "runs": {"r": run}}))
+    script = tmp_path / "campaign.py"
+    script.write_text(CAMPAIGN_OF_SLEEPERS)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    parent = subprocess.Popen([sys.executable, str(script), str(pids), str(tmp_path / "lines.json"), str(campaign)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(pids.iterdir())) < 3:  # three children started (and no more: parallel=3)
+            assert time.monotonic() < deadline and parent.poll() is None, parent.communicate()
+            time.sleep(0.05)
+        children = [int(p.name) for p in pids.iterdir()]
+        parent.send_signal(stop)
+        _, err = parent.communicate(timeout=60)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert parent.returncode != 0 and "KeyboardInterrupt" in err
+    assert len(children) == 3
+    for pid in children:  # the parent waited for each (no zombie left either)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert km.results_of([campaign]) == {}  # the stopped mutants are not graded: a later run runs them

@@ -28,13 +28,17 @@ are in ``<out>/report.html``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import re
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -45,6 +49,7 @@ from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.commandline import command_parser
+from pytest_elr.core.concurrency import parallel_count, sigterm_interrupts, whole_lines
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import Run
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
@@ -60,6 +65,7 @@ from pytest_elr.scenario.schema import Scenario
 from pytest_elr.schedule.coverage import State, describe, state_of, states_of_events
 from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for, run_machine
 from pytest_elr.schedule.shrink import shrink
+from pytest_elr.sut.capacity import cluster_slots
 
 T = TypeVar("T")
 
@@ -287,77 +293,144 @@ class Explorer:
         try:
             return run()
         except BackendError as exc:
-            self.say(f"{name}: harness error: {exc}")
+            if not self._stop.is_set():  # else its cluster was closed under it by the interrupt
+                self.say(f"{name}: harness error: {exc}")
         except Exception as exc:  # noqa: BLE001 - a bug of the harness must not end the exploration
-            where.mkdir(parents=True, exist_ok=True)
-            trace = where / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', name.strip())}.traceback.txt"
-            trace.write_text(traceback.format_exc())
-            self.say(f"{name}: harness error (a bug of pytest-elr, traceback in {trace}): "
-                     f"{type(exc).__name__}: {exc}")
+            if not self._stop.is_set():
+                where.mkdir(parents=True, exist_ok=True)
+                trace = where / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', name.strip())}.traceback.txt"
+                trace.write_text(traceback.format_exc())
+                self.say(f"{name}: harness error (a bug of pytest-elr, traceback in {trace}): "
+                         f"{type(exc).__name__}: {exc}")
         return None
 
     def fresh_run(self, scenario: Scenario, where: Path) -> tuple[RunResult, str]:
         """On a cluster of its own (a fresh pool), closed afterwards: a replay shares nothing."""
-        session = self.backend.new_session()
+        if self._stop.is_set():
+            raise KeyboardInterrupt("the exploration was interrupted")
+        session = self._open(self.backend.new_session())
         try:
             return self.run(scenario, session, where)
         finally:
-            if session is not None:
-                session.close()
+            self._close(session)
 
-    def explore(self, stream: Iterator[list[Action]], deadline: float) -> Exploration:
-        session = self.backend.new_session()
+    def __post_init__(self) -> None:
+        self.say = whole_lines(self.say)  # several schedules at once: each line whole
+        self._lock = threading.RLock()  # guards ``seen`` and the findings being followed up
+        self._following: set[str] = set()
+        self._stop = threading.Event()  # set on an interrupt: the workers record nothing more
+        self._live: set[Any] = set()  # every session open now, closed by an interrupt
+
+    def explore(self, stream: Iterator[list[Action]], deadline: float, parallel: int = 1) -> Exploration:
+        """Schedules from ``stream`` until it ends or the deadline passes, ``parallel`` at once, each
+        worker on a session of its own. They are drawn here, in order (the schedules, and their names
+        ``explore-<n>``, depend on the seed alone), each when a worker is free."""
+        free: list[Any] = []  # sessions no worker uses now
+        slots = threading.Semaphore(parallel)
+
+        def one(n: int, actions: list[Action]) -> None:
+            with self._lock:
+                session = free.pop() if free else self._open(self.backend.new_session())
+            try:
+                self._explore_one(f"explore-{n}", actions, session)
+            finally:
+                with self._lock:
+                    free.append(session)
+                slots.release()
+
+        self._stop.clear()
+        futures: list[Future[None]] = []
+        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="explore")
         try:
-            n = 0
-            for actions in stream:
-                if time.monotonic() >= deadline:
-                    break
-                n += 1
-                name = f"explore-{n}"
-                scenario = write_scenario(self.out / "schedules" / f"{name}.elr.yaml", name,
-                                          "a schedule drawn by elr explore", actions, self.cluster, self.topic,
-                                          self.profile, self.oracle, expect=False)
-                if scenario is None:
-                    continue
-                self.seen.kinds |= {a.kind for a in actions}
-                self._model_states(actions)
-                ran = self.guarded(name, self.out / "runs", partial(self.run, scenario, session, self.out / "runs"))
-                if ran is None:
-                    self.seen.counts["harness error"] += 1
-                    continue
-                result, outcome = ran
-                kind = classify(result, outcome)
-                self.seen.counts[kind] += 1
-                if result.history_dir:
-                    self.seen.cluster_states |= states_of_events(Run.read(result.history_dir).events,
-                                                                 self.topic.min_insync_replicas)
-                line = f"{name} ({len(actions)} actions): {kind}"
-                if kind == "finding":
-                    sig = signature(result)
-                    self.seen.signatures[sig] = self.seen.signatures.get(sig, 0) + 1
-                    line += f" [{sig}]"
-                    self.say(line)
-                    if sig not in self.seen.findings:
-                        self.seen.findings[sig] = self._follow_up(sig, result, actions, scenario)
-                    continue
-                self.say(line)
+            with sigterm_interrupts():
+                for n in itertools.count(1):
+                    slots.acquire()
+                    actions = next(stream, None) if time.monotonic() < deadline else None
+                    if actions is None:
+                        break
+                    futures.append(pool.submit(one, n, actions))
+                for future in futures:
+                    future.result()
+        except BaseException:
+            # Ctrl-C or SIGTERM: every cluster goes now (a worker's next call fails and it ends)
+            self._stop.set()
+            self._close_all()
+            raise
         finally:
-            if session is not None:
-                session.close()
+            pool.shutdown(wait=True)
+            self._close_all()
         return self.seen
 
-    def _model_states(self, actions: list[Action]) -> None:
+    def _open(self, session: Any) -> Any:
+        if session is not None:
+            with self._lock:
+                self._live.add(session)
+        return session
+
+    def _close(self, session: Any) -> None:
+        if session is not None:
+            with self._lock:
+                self._live.discard(session)
+            session.close()
+
+    def _close_all(self) -> None:
+        with self._lock:
+            sessions = list(self._live)
+        for session in sessions:
+            with contextlib.suppress(Exception):
+                self._close(session)
+
+    def _explore_one(self, name: str, actions: list[Action], session: Any) -> None:
+        """One drawn schedule on ``session``: run, classified, counted; a new finding followed up."""
+        scenario = write_scenario(self.out / "schedules" / f"{name}.elr.yaml", name,
+                                  "a schedule drawn by elr explore", actions, self.cluster, self.topic,
+                                  self.profile, self.oracle, expect=False)
+        if scenario is None:
+            return
+        model_states = self._model_states(actions)
+        ran = self.guarded(name, self.out / "runs", partial(self.run, scenario, session, self.out / "runs"))
+        if self._stop.is_set():
+            return
+        with self._lock:
+            self.seen.kinds |= {a.kind for a in actions}
+            self.seen.model_states |= model_states
+            if ran is None:
+                self.seen.counts["harness error"] += 1
+                return
+            result, outcome = ran
+            kind = classify(result, outcome)
+            self.seen.counts[kind] += 1
+            if result.history_dir:
+                self.seen.cluster_states |= states_of_events(Run.read(result.history_dir).events,
+                                                             self.topic.min_insync_replicas)
+            line = f"{name} ({len(actions)} actions): {kind}"
+            sig = signature(result) if kind == "finding" else None
+            follow = False
+            if sig is not None:
+                self.seen.signatures[sig] = self.seen.signatures.get(sig, 0) + 1
+                line += f" [{sig}]"
+                follow = sig not in self.seen.findings and sig not in self._following
+                self._following.add(sig)
+            self.say(line)
+        if sig is not None and follow:
+            found = self._follow_up(sig, result, actions, scenario)
+            with self._lock:
+                self.seen.findings[sig] = found
+
+    def _model_states(self, actions: list[Action]) -> set[State]:
         """The states the oracle passes through, the finale's included (the cluster's are read from
         its history, which has the finale's observations too)."""
         model = build_model(self.cluster, self.topic, self.oracle)
         lossy = False
+        states: set[State] = set()
         for action in actions + finale_actions(actions):
             try:
                 model.apply(action)
             except ModelError:
-                return
+                break
             lossy = lossy or action.lossy
-            self.seen.model_states.add(state_of(model.observe().as_event(), self.topic.min_insync_replicas, lossy))
+            states.add(state_of(model.observe().as_event(), self.topic.min_insync_replicas, lossy))
+        return states
 
     def _follow_up(self, sig: str, result: RunResult, actions: list[Action], scenario: Scenario) -> Finding:
         """Confirm on fresh clusters, then shrink by replay, then write the minimal scenario."""
@@ -449,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="plant this mutant of Kafka's code in every cluster (an id of `elr kafka-mutants list`): "
                              "hunt a mutant the suite does not kill, the model as the oracle")
     parser.add_argument("--out", type=Path, default=Path(".elr-explore"))
+    parser.add_argument("--parallel", type=parallel_count, default=None,
+                        help="schedules at once, each on a session (cluster pool) of its own (default: the clusters "
+                             "this machine carries, pytest_elr.sut.capacity.cluster_slots)")
     args = parser.parse_args(argv)
     if args.kafka_mutant:
         from pytest_elr.sut.instrument import MUTANT_ENV, mutant_class
@@ -490,11 +566,13 @@ def main(argv: list[str] | None = None) -> int:
                         TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR),
                         confirm=args.confirm, shrink_replays=args.shrink_replays, mutant=args.mutant,
                         kafka_mutant=args.kafka_mutant)
+    parallel = args.parallel or cluster_slots()
     print(f"exploring {args.backend} {args.kafka_version or ''} under {args.profile}{explorer.planted} "
-          f"for {args.budget:.0f} s (seed {args.seed})", flush=True)
+          f"for {args.budget:.0f} s (seed {args.seed}, {parallel} at once)", flush=True)
     interrupted = False
     try:
-        explorer.explore(schedules(oracle, args.seed, args.steps, kinds), time.monotonic() + args.budget)
+        explorer.explore(schedules(oracle, args.seed, args.steps, kinds), time.monotonic() + args.budget,
+                         parallel=parallel)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the clusters are gone; keep what was seen
         interrupted = True
         print("interrupted: the summary of what ran", flush=True)

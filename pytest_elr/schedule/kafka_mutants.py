@@ -31,6 +31,7 @@ every results file it is given into one table and an HTML page.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import html
 import json
@@ -39,15 +40,19 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_elr.core.commandline import command_parser
+from pytest_elr.core.concurrency import parallel_count, sigterm_interrupts
 from pytest_elr.schedule.kafka_coverage import TARGETS, kafka_jars, target_method
+from pytest_elr.sut.capacity import cluster_slots
 
 #: A log line changes no state a client or the cluster can see: removing its call is equivalent by
 #: construction (PIT leaves logging calls out by default for the same reason).
@@ -225,8 +230,11 @@ def results_of(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
 
 def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, budget_s: float,
                  shard: tuple[int, int], mutant_timeout_s: float,
-                 retry: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """Each mutant of this shard not graded yet (or whose status is in ``retry``), until the budget."""
+                 retry: frozenset[str] = frozenset(), parallel: int = 1) -> list[dict[str, Any]]:
+    """Each mutant of this shard not graded yet (or whose status is in ``retry``), until the budget,
+    up to ``parallel`` at once (each in a child process with its own cluster). This process alone
+    writes the results file, a line per mutant as each ends; the budget stops starting mutants
+    (running ones finish); an interrupt (Ctrl-C, SIGTERM) stops every child before it goes on."""
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / f"results-{shard[0]}of{shard[1]}.jsonl"
     done = {i: r for i, r in results_of([out]).items() if r["status"] not in retry}
@@ -235,24 +243,89 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
     new: list[dict[str, Any]] = []
     print(f"elr kafka-mutants: {len(todo)} to run in shard {shard[0]}/{shard[1]} ({len(done)} done before)",
           flush=True)
-    for i, mutant in enumerate(todo):
-        if time.monotonic() - started > budget_s:
-            print(f"budget spent: {len(todo) - i} mutants left for a later run (it resumes)", flush=True)
-            break
-        runs = index.covering_runs(mutant)
-        t0 = time.monotonic()
-        result = _child(mutant, runs, index.kafka_version, out / "history", mutant_timeout_s) if runs else \
-            {"status": "uncovered", "runs_tried": 0}
-        row = {**asdict(mutant), **result, "seconds": round(time.monotonic() - t0, 1),
+
+    def record(mutant: Mutant, result: dict[str, Any], seconds: float) -> None:
+        row = {**asdict(mutant), **result, "seconds": round(seconds, 1),
                "shard": f"{shard[0]}/{shard[1]}", "kafka_version": index.kafka_version}
         with results_file.open("a") as f:
             f.write(json.dumps(row) + "\n")
         new.append(row)
         by = row.get("by") or {}
         how = f"  <- {by.get('scenario')} [{by.get('profile')}]: {', '.join(by.get('failures') or [])}" if by else ""
-        print(f"[{i + 1}/{len(todo)}] {row['status']:<11} {row['seconds']:>6.0f}s  {mutant.in_words()}{how}",
+        print(f"[{len(new)}/{len(todo)}] {row['status']:<11} {row['seconds']:>6.0f}s  {mutant.in_words()}{how}",
               flush=True)
+
+    def timed_child(mutant: Mutant, runs: list[dict[str, Any]]) -> tuple[dict[str, Any], float]:
+        t0 = time.monotonic()
+        result = _child(mutant, runs, index.kafka_version, child_history(out, mutant), mutant_timeout_s)
+        return result, time.monotonic() - t0
+
+    running: dict[Future[tuple[dict[str, Any], float]], Mutant] = {}
+    _stopping.clear()
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="kafka-mutant")
+    try:
+        with sigterm_interrupts():
+            queue = iter(enumerate(todo))
+            spent = False
+            while True:
+                while not spent and len(running) < parallel:
+                    i, mutant = next(queue, (len(todo), None))
+                    if mutant is None:
+                        spent = True
+                    elif time.monotonic() - started > budget_s:
+                        print(f"budget spent: {len(todo) - i} mutants left for a later run (it resumes)", flush=True)
+                        spent = True
+                    elif runs := index.covering_runs(mutant):
+                        running[pool.submit(timed_child, mutant, runs)] = mutant
+                    else:
+                        record(mutant, {"status": "uncovered", "runs_tried": 0}, 0.0)
+                if not running:
+                    break
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    result, seconds = future.result()
+                    record(running.pop(future), result, seconds)
+    except BaseException:
+        # Ctrl-C or SIGTERM: the children are stopped (each removes its containers) before this
+        # process goes; the mutants they ran are not graded, and a later run runs them again.
+        stop_children()
+        raise
+    finally:
+        pool.shutdown(wait=True)
     return new
+
+
+def child_history(out: Path, mutant: Mutant) -> Path:
+    """The mutant's own history directory: children running at once never share one."""
+    return out / "history" / hashlib.sha256(mutant.id.encode()).hexdigest()[:16]
+
+
+#: the children running now, for ``stop_children``; once it is set, no child starts
+_children: set[subprocess.Popen[str]] = set()
+_children_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def stop_children(grace_s: float = 120.0) -> None:
+    """SIGTERM to every running child (it removes its containers), SIGKILL after ``grace_s``."""
+    with _children_lock:
+        _stopping.set()
+        children = list(_children)
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def child_command(spec: str) -> list[str]:
+    """The child process that grades one mutant (``_child_main``)."""
+    return [sys.executable, "-m", "pytest_elr.schedule.kafka_mutants", spec]
 
 
 def _child(mutant: Mutant, runs: Sequence[dict[str, Any]], version: str, history: Path,
@@ -260,8 +333,11 @@ def _child(mutant: Mutant, runs: Sequence[dict[str, Any]], version: str, history
     """One mutant in a child process: a hung cluster is stopped (SIGTERM: it removes its containers)."""
     spec = json.dumps({"mutant": mutant.id, "runs": [{"scenario_file": r["scenario_file"], "profile": r["profile"]}
                                                       for r in runs], "version": version, "history": str(history)})
-    child = subprocess.Popen([sys.executable, "-m", "pytest_elr.schedule.kafka_mutants", spec],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with _children_lock:
+        if _stopping.is_set():  # the campaign is being interrupted: this mutant is not graded
+            return {"status": "interrupted", "runs_tried": 0}
+        child = subprocess.Popen(child_command(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _children.add(child)
     try:
         stdout, stderr = child.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -272,6 +348,9 @@ def _child(mutant: Mutant, runs: Sequence[dict[str, Any]], version: str, history
             child.kill()
             child.communicate()
         return {"status": "timed out", "runs_tried": None}
+    finally:
+        with _children_lock:
+            _children.discard(child)
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
     if child.returncode != 0 or not lines:
         return {"status": "not planted", "error": (stderr or stdout).strip()[-1500:]}
@@ -360,6 +439,9 @@ def run_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutant-timeout", type=parse_duration, default=DEFAULT_MUTANT_TIMEOUT_S)
     parser.add_argument("--retry", action="append", default=[], choices=STATUSES,
                         help="run again the mutants that ended so (a later result replaces the earlier)")
+    parser.add_argument("--parallel", type=parallel_count, default=None,
+                        help="mutants at once, each on a cluster of its own (default: the clusters this machine "
+                             "carries, pytest_elr.sut.capacity.cluster_slots)")
     args = parser.parse_args(argv)
     index = CoverageIndex(args.coverage / "lines.json")
     mutants = enumerate_mutants(index.kafka_version)
@@ -379,7 +461,8 @@ def run_main(argv: list[str] | None = None) -> int:
         print("elr kafka-mutants run: no mutant to run (none covered, or the filters left none)", file=sys.stderr)
         return 2
     run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard,
-                 mutant_timeout_s=args.mutant_timeout, retry=frozenset(args.retry))
+                 mutant_timeout_s=args.mutant_timeout, retry=frozenset(args.retry),
+                 parallel=args.parallel or cluster_slots())
     lines, _ = summary(results_of([args.out]))
     print("\n".join(lines))
     return 0
