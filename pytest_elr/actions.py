@@ -24,6 +24,7 @@ import yaml
 from pytest_elr.core.limits import MAX_LATENCY_MS, MAX_MIN_ISR, MAX_PRODUCE, MAX_WAIT_S
 from pytest_elr.core.nodes import CONTROLLER, ISOLATION_SCOPES, IsolationScope, Link, Node, isolation_links
 from pytest_elr.core.reader import Reader
+from pytest_elr.core.specs import ClusterSpec
 
 Acks = Literal["all", "1", "0"]
 ACKS: tuple[Acks, ...] = ("all", "1", "0")
@@ -105,6 +106,10 @@ class Action:
 
     def refused_in(self, states: Mapping[int, Lifecycle]) -> str | None:
         """Why the action cannot be done with brokers in ``states`` (None: it can)."""
+        return None
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        """Why the cluster cannot do the action at all (None: it can)."""
         return None
 
     def records(self) -> int:
@@ -398,6 +403,23 @@ class ReplaceDisk(BrokerAction):
     kind: ClassVar[str] = "replace_disk"
     lossy: ClassVar[bool] = True
     leaves: ClassVar[Lifecycle | None] = "up"
+
+
+@dataclass(frozen=True)
+class MoveLogDir(BrokerAction):
+    """Move the broker's replica to the next of its log dirs while it serves (a JBOD move,
+    AlterReplicaLogDirs): the broker copies it there, swaps the copies, and tells the controller
+    with AssignReplicasToDirs (KIP-858), which apache/kafka PR #20716 found emptying the ELR
+    before 4.3.0. Nothing fsyncs the copy (``LogManager.replaceCurrentWithFutureLog``), so the
+    replica's whole log is unsynced until flushed. Needs ``cluster: {log_dirs: 2}`` or more."""
+
+    kind: ClassVar[str] = "move_log_dir"
+    needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"up"})
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        if cluster.log_dirs < 2:
+            return "the brokers have one log dir each; give the cluster two (cluster: {log_dirs: 2})"
+        return None
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class ClusterHandle:
             topic=topic, workload=None, steps=(), verdict=verdict or LossExpectation(), line=line,
         )
         self.brokers = cluster.brokers
+        self.cluster = cluster
         self.run = ScenarioRun(scenario, backend, profile, history_root, checker)
         self.history = self.run.history
         self._executor = self.run.executor
@@ -97,7 +98,7 @@ class ClusterHandle:
     def _apply(self, action: Action, where: tuple[str, int]) -> None:
         self._refuse_after_verdict(action.kind, where)
         # The loader refuses impossible sequences before a YAML run; a script learns at the call.
-        problem = action.refused_in(self._executor.lifecycle)
+        problem = action.refused_by(self.cluster) or action.refused_in(self._executor.lifecycle)
         if problem is not None:
             raise ScenarioError(f"{action.kind}: {problem}", *where)
         if action.lossy:

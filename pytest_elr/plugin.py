@@ -598,7 +598,7 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
 
     def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_insync_replicas: int | None = None,
              controllers: int = 1, profile: str | None = None, topic: str = "elr-test",
-             acked_loss: str | None = None, min_isr: int | None = None) -> ClusterHandle:
+             acked_loss: str | None = None, min_isr: int | None = None, log_dirs: int = 1) -> ClusterHandle:
         # Validated as a scenario's cluster, topic and verdict: errors name the test's own line.
         frame = sys._getframe(1)
         where = (frame.f_code.co_filename, frame.f_lineno)
@@ -610,7 +610,7 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
             min_insync_replicas = min_isr
         ids = list(range(brokers)) if isinstance(brokers, int) and 0 < brokers <= MAX_BROKERS else brokers
         spec, topic_spec = cluster_and_topic_from_python(
-            {"brokers": ids, "controllers": controllers},
+            {"brokers": ids, "controllers": controllers, "log_dirs": log_dirs},
             {"name": topic, "replicas": ids if replicas is None else replicas,
              "min_insync_replicas": 2 if min_insync_replicas is None else min_insync_replicas},
             where)

@@ -37,6 +37,7 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    MoveLogDir,
     Pause,
     PowerOff,
     Produce,
@@ -183,7 +184,7 @@ class KafkaBackend(Backend):
         self.session_timeout_ms = cluster.session_timeout_ms or self.default_session_timeout_ms
         instrumentation = self._instrumentation()
         # Two distributions never share a cluster, even of one release: the dist's hash is in the shape.
-        shape = (cluster.brokers, cluster.controllers, profile == "kafka", self.kafka_version,
+        shape = (cluster.brokers, cluster.controllers, cluster.log_dirs, profile == "kafka", self.kafka_version,
                  self.dist.libs_hash if self.dist is not None else None,
                  self.session_timeout_ms, instrumentation.key if instrumentation else None)
         self.cluster = self.pool.acquire(
@@ -224,7 +225,7 @@ class KafkaBackend(Backend):
                 image = resolve_dist_image(self.dist)  # built on first use (minutes), then reused
             return KafkaCluster(
                 brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers, elr=elr,
-                kafka_version=self.kafka_version, image=image, extra_config=extra,
+                kafka_version=self.kafka_version, image=image, extra_config=extra, log_dirs=cluster.log_dirs,
                 instrumentation=instrumentation, start_timeout_s=float(os.environ.get(START_TIMEOUT_ENV) or 120),
             ).start()
         except ClusterStartError as exc:
@@ -354,6 +355,16 @@ class KafkaBackend(Backend):
     @_do.register
     def _(self, action: Resume) -> Result:
         self.faults.process.resume(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: MoveLogDir) -> Result:
+        """AlterReplicaLogDirs to the broker, then wait until it has swapped the copies; its
+        AssignReplicasToDirs to the controller follows on its own (the step's settle waits)."""
+        try:
+            self.client.move_to_next_log_dir(action.broker, self.topic, timeout_s=self.settle_timeout_s())
+        except (KafkaProtocolError, TimeoutError) as exc:
+            raise BackendError(f"move_log_dir {action.broker}: {exc}") from None
         return None
 
     @_do.register

@@ -16,6 +16,7 @@ MAX_ACTIONS_PER_STEP = 50
 MAX_BROKERS = 9  # brokers in a cluster
 MAX_BROKER_ID = 99
 MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 1_000, 120_000
+MAX_LOG_DIRS = 4  # log directories per broker (JBOD)
 MAX_MIN_ISR = 99
 MAX_PRODUCE = 10_000  # records in one produce action
 MAX_RECORDS = 100_000  # records one scenario may send in all (produce actions and the workload)

@@ -12,6 +12,8 @@ class ClusterSpec:
     #: How long the controller waits for a silent broker before fencing it, on a real cluster
     #: (None: the backend's tuned default, 3 s on Kafka). The model fences at once.
     session_timeout_ms: int | None = None
+    #: log directories per broker; more than one is JBOD, where a replica can move between them
+    log_dirs: int = 1
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_elr.sut.client import ClusterClient
-from pytest_elr.sut.config import DATA_DIR
 from pytest_elr.sut.errors import KafkaProtocolError
 from pytest_elr.sut.polling import poll
 from pytest_elr.sut.record_batches import log_end_offset
@@ -111,15 +110,18 @@ class PowerOffEvidence:
         """The log end the partition's segment files on ``node``'s disk make (0: no segment; None:
         the disk could not be read). Read while the JVM is down, this is what its recovery will find."""
         try:
-            return log_end_offset(self.cluster.node(node).segment_files(f"{DATA_DIR}/{tp[0]}-{tp[1]}"))
+            kafka_node = self.cluster.node(node)
+            return log_end_offset(kafka_node.segment_files(kafka_node.partition_dir(*tp)))
         except Exception:  # a container that does not answer: unmeasured, not zero
             return None
 
     def leo_loaded(self, node: int, tp: Partition) -> int | None:
         """The log end ``node`` loaded for ``tp`` at its latest start, from its own log line
         (``Completed load of Log(dir=.../topic-p, ..., logEndOffset=N)``), written before it fetches."""
-        needle = f"Completed load of Log(dir={DATA_DIR}/{tp[0]}-{tp[1]},"
+        needle = f"/{tp[0]}-{tp[1]},"  # in Log(dir=<one of its log dirs>/topic-p, ...
         for line in reversed(self.cluster.node(node).log_since_start(needle)):
+            if "Completed load of Log(dir=" not in line:
+                continue
             found = re.search(r"logEndOffset=(\d+)", line)
             if found:
                 return int(found.group(1))

@@ -191,9 +191,11 @@ def register_unclean(part: PartitionRecord, broker: int, ctx: ControllerContext)
 
 @one_partition_change
 def reassign_directory(part: PartitionRecord, ctx: ControllerContext) -> None:
-    """A replica registered on a new disk: the partition moves to that directory, a partition
-    change of its own (no leader change). A late AlterPartition then fails the partition-epoch
-    check before KIP-903's broker-epoch check is reached.
+    """A replica's AssignReplicasToDirs landed (it registered on a new disk, or moved live between
+    two log dirs): the partition moves to that directory, a partition change of its own (no leader
+    change, the ELR kept: Kafka 4.3.0+, where apache/kafka PR #20716 built it with the ELR rules).
+    A late AlterPartition then fails the partition-epoch check before KIP-903's broker-epoch check
+    is reached.
 
     Seed: none (KIP-858 directory ids, outside the seeds). Profiles ``kafka`` and ``legacy``
     (``Profile.directory_ids``) follow Kafka 4.3.1 as measured: "Rejecting AlterPartition ...

@@ -160,10 +160,12 @@ PROFILES: dict[str, Profile] = {
             ),
             Deviation(
                 "reassign_directory",
-                "a replica on a new disk moves the partition (KIP-858), so a late AlterPartition fails "
-                "the partition-epoch check before KIP-903's broker-epoch check",
-                "measured on Kafka 4.3.1: scenarios/kip903_stale_broker_epoch.elr.yaml",
-                summary="new disk moves the partition (KIP-858)",
+                "a replica on a new disk, or moved between log dirs, moves the partition (KIP-858): "
+                "a partition change of its own, so a late AlterPartition fails the partition-epoch "
+                "check before KIP-903's broker-epoch check",
+                "measured on Kafka 4.3.1: scenarios/kip903_stale_broker_epoch.elr.yaml; 4.4.0: "
+                "scenarios/kafka_20716_jbod_move_then_lossy_leader.elr.yaml",
+                summary="a replica's new directory moves the partition (KIP-858)",
             ),
         ),
     ),

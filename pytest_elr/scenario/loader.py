@@ -108,7 +108,7 @@ class _Builder:
         topic = self.topic(doc["topic"])
         profiles = self.profiles(doc["profiles"]) if "profiles" in doc else PROFILE_NAMES
         workload = self.workload(doc["workload"]) if "workload" in doc else None
-        steps = self.steps(doc["steps"], workload)
+        steps = self.steps(doc["steps"], workload, cluster)
         finale = r.boolean(doc["finale"], "finale") if "finale" in doc else True
         backends, reason = self.backends(doc["backends"]) if "backends" in doc else (None, "")
         known = self.known_failures(doc["known_failures"]) if "known_failures" in doc else ()
@@ -201,7 +201,7 @@ class _Builder:
 
     def cluster(self, node: yaml.Node) -> ClusterSpec:
         r = self.r
-        doc = r.mapping(node, "cluster", ("brokers", "controllers", "session_timeout_ms"))
+        doc = r.mapping(node, "cluster", ("brokers", "controllers", "session_timeout_ms", "log_dirs"))
         if "brokers" not in doc:
             r.fail(node, "cluster: missing required key 'brokers' (a count or a list of ids)")
         b = doc["brokers"]
@@ -224,8 +224,11 @@ class _Builder:
         if "session_timeout_ms" in doc:
             session = r.integer(doc["session_timeout_ms"], "cluster.session_timeout_ms",
                                 minimum=L.MIN_SESSION_TIMEOUT_MS, maximum=L.MAX_SESSION_TIMEOUT_MS)
+        log_dirs = 1
+        if "log_dirs" in doc:
+            log_dirs = r.integer(doc["log_dirs"], "cluster.log_dirs", minimum=1, maximum=L.MAX_LOG_DIRS)
         r.brokers = brokers
-        return ClusterSpec(brokers=brokers, controllers=controllers, session_timeout_ms=session)
+        return ClusterSpec(brokers=brokers, controllers=controllers, session_timeout_ms=session, log_dirs=log_dirs)
 
     def topic(self, node: yaml.Node) -> TopicSpec:
         r = self.r
@@ -275,7 +278,7 @@ class _Builder:
 
     # --- steps ---------------------------------------------------------------------------
 
-    def steps(self, node: yaml.Node, workload: WorkloadSpec | None) -> tuple[Step, ...]:
+    def steps(self, node: yaml.Node, workload: WorkloadSpec | None, cluster: ClusterSpec) -> tuple[Step, ...]:
         r = self.r
         items = r.sequence(node, "steps")
         if not items:
@@ -289,7 +292,7 @@ class _Builder:
                 raise ScenarioError(f"step {s.label!r} already defined at line {seen[s.label]}", r.path, s.line)
             seen[s.label] = s.line
         self._count_records(steps, workload)
-        check_sequence(steps, r.brokers, r.path)
+        check_sequence(steps, cluster, r.path)
         return tuple(steps)
 
     def _count_records(self, steps: list[Step], workload: WorkloadSpec | None) -> None:
@@ -458,13 +461,14 @@ HWM_WORDS = ("advanced", "frozen")
 EPOCH_WORDS = ("unchanged", "bumped")
 
 
-def check_sequence(steps: list[Step], brokers: tuple[int, ...], path: str) -> None:
-    """Refuse a step whose action cannot be done in the state the steps before leave a broker in
-    (restart a running broker, crash one twice, resume one that is not paused...)."""
-    states: dict[int, Lifecycle] = dict.fromkeys(brokers, "up")
+def check_sequence(steps: list[Step], cluster: ClusterSpec, path: str) -> None:
+    """Refuse a step whose action the cluster cannot do (a move between log dirs with one dir per
+    broker), or cannot do in the state the steps before leave a broker in (restart a running
+    broker, crash one twice, resume one that is not paused...)."""
+    states: dict[int, Lifecycle] = dict.fromkeys(cluster.brokers, "up")
     for step in steps:
         for action, line in zip(step.actions, step.action_lines or [step.line] * len(step.actions), strict=True):
-            problem = action.refused_in(states)
+            problem = action.refused_by(cluster) or action.refused_in(states)
             if problem is not None:
                 raise ScenarioError(f"step {step.label}: {action.kind}: {problem}", path, line)
             states.update(action.transitions())

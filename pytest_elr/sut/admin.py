@@ -18,6 +18,9 @@ DescribeCluster        60    2        ``IncludeFencedBrokers`` -> ``IsFenced`` (
 DescribeTopicPartitions 75   0        leader, epoch, ISR, ELR, LastKnownELR (KIP-966)
 ListOffsets            2     6        ReplicaId=-1: leader's HWM; ReplicaId=-2 (debug):
                                       any replica's local log end offset
+AlterReplicaLogDirs    34    2        move a replica to another of its broker's log dirs (JBOD)
+DescribeLogDirs        35    3        which log dir holds a replica, and whether a future
+                                      copy (a move under way) is there too
 =====================  ====  =======  ==========================================
 
 Per-replica LEO: ``DescribeLogDirs`` reports ``OffsetLag`` = max(HW - LEO, 0)
@@ -44,7 +47,7 @@ ERRORS = {
     36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
     39: "INVALID_REPLICA_ASSIGNMENT", 40: "INVALID_CONFIG", 41: "NOT_CONTROLLER",
     42: "INVALID_REQUEST", 51: "CONCURRENT_TRANSACTIONS", 56: "KAFKA_STORAGE_ERROR",
-    74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH", 89: "THROTTLING_QUOTA_EXCEEDED",
+    57: "LOG_DIR_NOT_FOUND", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH", 89: "THROTTLING_QUOTA_EXCEEDED",
     5: "LEADER_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     15: "COORDINATOR_NOT_AVAILABLE", 0: "NONE",
 }
@@ -265,3 +268,79 @@ def alter_configs(host: str, port: int, resource_type: int, name: str, configs: 
     r.compact_array(resp)
     if errors:
         raise errors[0]
+
+
+def alter_replica_log_dir(host: str, port: int, topic: str, partition: int, log_dir: str,
+                          timeout_s: float = 5.0) -> None:
+    """AlterReplicaLogDirs v2, sent to the broker that holds the replica: move it to ``log_dir``
+    (the broker copies it there as a future replica, then swaps the two)."""
+    body = Writer()
+    body.compact_array([log_dir], lambda w, d: w.compact_string(d).compact_array(
+        [topic], lambda w2, t: w2.compact_string(t).compact_array([partition], Writer.int32).tags()).tags())
+    body.tags()
+    r = request(host, port, 34, 2, bytes(body.buf), timeout_s)
+    r.int32()
+    errors: list[KafkaProtocolError] = []
+
+    def part(r: Reader) -> None:
+        r.int32()
+        code = r.int16()
+        r.tags()
+        if code:
+            errors.append(_err(code, f"move {topic}-{partition} to {log_dir} on {host}:{port}"))
+
+    def top(r: Reader) -> None:
+        r.compact_string()
+        r.compact_array(part)
+        r.tags()
+
+    r.compact_array(top)
+    if errors:
+        raise errors[0]
+
+
+@dataclass(frozen=True)
+class ReplicaDir:
+    """Where a broker keeps its replica of one partition."""
+
+    log_dir: str
+    future: bool  # a copy being made for a move (the current copy is in another dir)
+
+
+def describe_replica_dirs(host: str, port: int, topic: str, partition: int,
+                          timeout_s: float = 5.0) -> list[ReplicaDir]:
+    """DescribeLogDirs v3 for one partition on the broker asked: each of its log dirs that holds a
+    copy (current or future) of the replica."""
+    body = Writer()
+    body.compact_array([topic], lambda w, t: w.compact_string(t).compact_array([partition], Writer.int32).tags())
+    body.tags()
+    r = request(host, port, 35, 3, bytes(body.buf), timeout_s)
+    r.int32()
+    code = r.int16()
+    if code:
+        raise _err(code, f"describe log dirs on {host}:{port}")
+    found: list[ReplicaDir] = []
+
+    def result(r: Reader) -> None:
+        dir_code, log_dir = r.int16(), r.compact_string() or ""
+
+        def top(r: Reader) -> None:
+            name = r.compact_string()
+
+            def part(r: Reader) -> None:
+                index = r.int32()
+                r.int64()  # size
+                r.int64()  # offset lag
+                future = r.boolean()
+                r.tags()
+                if name == topic and index == partition and not dir_code:
+                    found.append(ReplicaDir(log_dir, future))
+
+            r.compact_array(part)
+            r.tags()
+
+        r.compact_array(top)
+        r.tags()
+
+    r.compact_array(result)
+    return found

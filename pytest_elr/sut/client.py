@@ -107,6 +107,23 @@ class ClusterClient:
         return produce.produce(HOST, self.cluster.client_port(leader), topic, partition,
                                values, acks, timeout_ms)
 
+    def move_to_next_log_dir(self, node: int, topic: str, partition: int = 0, timeout_s: float = 30.0) -> str:
+        """Move ``node``'s replica to the log dir after the one holding it (JBOD), and wait until
+        the broker has swapped the copies: only the new dir holds it, and no future copy is left.
+        Returns the new dir."""
+        port = self.cluster.client_port(node)
+        dirs = self.cluster.node(node).spec.log_dirs
+        held = [d.log_dir for d in admin.describe_replica_dirs(HOST, port, topic, partition) if not d.future]
+        if len(held) != 1 or held[0] not in dirs:
+            raise KafkaProtocolError(f"broker {node} holds no single copy of {topic}-{partition} in its log dirs "
+                                     f"{list(dirs)} (it has {held or 'none'})")
+        target = dirs[(dirs.index(held[0]) + 1) % len(dirs)]
+        admin.alter_replica_log_dir(HOST, port, topic, partition, target)
+        await_value(lambda: admin.describe_replica_dirs(HOST, port, topic, partition),
+                    lambda copies: copies == [admin.ReplicaDir(target, future=False)],
+                    timeout_s, 0.1, f"{topic}-{partition} moving to {target} on broker {node}")
+        return target
+
     # ------------------------------------------------------------ observation
 
     def partitions(self, topic: str, via: int | None = None) -> list[PartitionState]:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import docker.errors
 
 from pytest_elr.sut import admin, images, resources
-from pytest_elr.sut.config import DATA_DIR, Topology
+from pytest_elr.sut.config import Topology
 from pytest_elr.sut.errors import ClusterStartError, NodeCommandError, SutError
 from pytest_elr.sut.instrument import Instrumentation, build_agents
 from pytest_elr.sut.metadata_log import MetadataLog
@@ -81,14 +81,14 @@ class KafkaCluster:
                  min_insync_replicas: int = 1, image: str | None = None,
                  extra_config: Mapping[str, str] | None = None,
                  start_timeout_s: float = 120.0, lazyfs: str | None = DEFAULT_LAZYFS,
-                 instrumentation: Instrumentation | None = None) -> None:
+                 instrumentation: Instrumentation | None = None, log_dirs: int = 1) -> None:
         if isinstance(controllers, int):
             base = max(1000, max(brokers, default=0) + 1)
             controllers = list(range(base, base + controllers))
         if lazyfs is not None:
             extra_config = {**LAZYFS_CONFIG, **(extra_config or {})}
         self.topology = Topology.build(list(brokers), list(controllers), min_insync_replicas,
-                                       extra_config)
+                                       extra_config, broker_log_dirs=log_dirs)
         self.lazyfs = lazyfs
         #: Java agents in the JVMs (coverage, a planted mutant of Kafka's code): sut.instrument
         self.instrumentation = instrumentation
@@ -292,7 +292,8 @@ class KafkaCluster:
         return self._metadata_logs[controller]
 
     def has_clean_shutdown_marker(self, node: int) -> bool:
-        """Whether ``.kafka_cleanshutdown`` is in the node's log dir (as Kafka would see it)."""
-        code, _ = self.node(node).exec("test", "-f", f"{DATA_DIR}/{CLEAN_SHUTDOWN_FILE}",
-                                       check=False)
+        """Whether ``.kafka_cleanshutdown`` is in the node's (first) log dir, as Kafka would see it."""
+        kafka_node = self.node(node)
+        code, _ = kafka_node.exec("test", "-f", f"{kafka_node.spec.log_dirs[0]}/{CLEAN_SHUTDOWN_FILE}",
+                                  check=False)
         return code == 0

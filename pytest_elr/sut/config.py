@@ -56,12 +56,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pytest_elr.core.limits import MAX_LOG_DIRS
+
 PEER_PORT_BASE = 19001
 CLIENT_PORT = 9092
 TOXIPROXY_PORT = 8474
 DATA_DIR = "/var/lib/kafka/data"
 SERVER_LOG = "/var/log/kafka/server.log"  # the JVM's log (kafka-ctl appends a marker per start)
 START_MARKER = "==== kafka-ctl start"
+
+
+def jbod_dirs(count: int) -> tuple[str, ...]:
+    """A broker's log dirs: ``DATA_DIR`` alone, or ``count`` directories under it. Kafka takes no
+    log dir inside another (it would read ``d1`` as a partition directory), so a JBOD broker's
+    dirs are siblings below the FUSE mount point and ``DATA_DIR`` itself is none of them."""
+    return (DATA_DIR,) if count == 1 else tuple(f"{DATA_DIR}/d{i}" for i in range(count))
+
 
 BROKER_HEAP = "-Xmx384m -Xms96m"
 CONTROLLER_HEAP = "-Xmx256m -Xms64m"
@@ -102,6 +112,9 @@ class NodeSpec:
     node_id: int
     role: str  # "broker" | "controller"
     index: int  # position in the cluster's node list -> peer port
+    #: the node's ``log.dirs``: ``DATA_DIR`` itself, or (JBOD) directories under it, so that every
+    #: one of them sits on the one FUSE layer a power cut empties
+    log_dirs: tuple[str, ...] = (DATA_DIR,)
 
     @property
     def name(self) -> str:
@@ -129,16 +142,21 @@ class Topology:
 
     @classmethod
     def build(cls, broker_ids: Sequence[int], controller_ids: Sequence[int],
-              min_insync_replicas: int = 1, extra: Mapping[str, str] | None = None) -> Topology:
+              min_insync_replicas: int = 1, extra: Mapping[str, str] | None = None,
+              broker_log_dirs: int = 1) -> Topology:
+        """``broker_log_dirs``: log directories per broker (JBOD when more than one)."""
         if not 1 <= len(broker_ids) <= 9:
             raise ValueError(f"1-9 brokers supported, got {len(broker_ids)}")
+        if not 1 <= broker_log_dirs <= MAX_LOG_DIRS:
+            raise ValueError(f"1-{MAX_LOG_DIRS} log dirs per broker supported, got {broker_log_dirs}")
         if len(controller_ids) not in (1, 3):
             raise ValueError(f"1 or 3 controllers supported, got {len(controller_ids)}")
         ids = list(broker_ids) + list(controller_ids)
         if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
             raise ValueError(f"node ids must be distinct and >= 0: brokers {list(broker_ids)}, "
                              f"controllers {list(controller_ids)}")
-        brokers = tuple(NodeSpec(b, "broker", k) for k, b in enumerate(broker_ids))
+        dirs = jbod_dirs(broker_log_dirs)
+        brokers = tuple(NodeSpec(b, "broker", k, dirs) for k, b in enumerate(broker_ids))
         ctrls = tuple(NodeSpec(c, "controller", len(brokers) + k)
                       for k, c in enumerate(controller_ids))
         return cls(brokers, ctrls, min_insync_replicas, dict(extra or {}))
@@ -166,7 +184,7 @@ class Topology:
             "node.id": str(node.node_id),
             "controller.quorum.voters": self.quorum_voters(),
             "controller.listener.names": "CONTROLLER",
-            "log.dirs": DATA_DIR,
+            "log.dirs": ",".join(node.log_dirs),
             **TUNING,
         }
         if node.is_broker:

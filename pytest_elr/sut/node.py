@@ -218,6 +218,19 @@ class KafkaNode:
         finally:
             self.exec("rm", "-f", path, check=False)
 
+    def partition_dir(self, topic: str, partition: int) -> str:
+        """The partition's directory in whichever of the node's log dirs holds it (a JBOD replica
+        moves between them; a future or deleted copy is named otherwise and is not it). With no
+        copy anywhere, the first log dir's path, which holds no segment."""
+        name = f"{topic}-{partition}"
+        dirs = self.spec.log_dirs
+        if len(dirs) > 1:
+            found = self.exec("sh", "-c", 'for d in "$@"; do [ -d "$d/$0" ] && echo "$d/$0" && break; done; true',
+                              name, *dirs)[1].strip()
+            if found:
+                return found
+        return f"{dirs[0]}/{name}"
+
     def segment_files(self, directory: str) -> list[tuple[int, bytes]]:
         """The log segments (``*.log``) of a partition directory, by base offset, as the node's disk
         holds them now (read inside the container: through the FUSE layer when there is one, which
