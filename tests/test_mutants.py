@@ -61,6 +61,7 @@ KILLED_BY = {
         "expectation leader", "scenario preferred-election-under-min-isr [kip966]: step not-valid"),
     "leader-epoch-bumped-on-elr-change": (
         "expectation leader_epoch", "scenario kip966-t0-t7-walkthrough [kip966]: step T5-registration"),
+    "dir-assignment-empties-elr": ("expectation elr", "scenario kafka-dir-assignment-keeps-elr [kafka]: step new-disk"),
 }
 
 EXAMPLES = 100

@@ -47,6 +47,12 @@ CASES = {
     "unknown profile": (GOOD + "profiles: [zookeeper]\n", 7, "expected one of kip966, kafka, legacy"),
     "session timeout too short": (GOOD.replace("brokers: 3", "brokers: 3, session_timeout_ms: 10"), 1, "expected a number from 1000 to 120000"),
     "session timeout too long": (GOOD.replace("brokers: 3", "brokers: 3, session_timeout_ms: 999999"), 1, "expected a number from 1000 to 120000"),
+    "no log dirs": (GOOD.replace("brokers: 3", "brokers: 3, log_dirs: 0"), 1, "cluster.log_dirs: expected a number from 1 to 4"),
+    "too many log dirs": (GOOD.replace("brokers: 3", "brokers: 3, log_dirs: 5"), 1, "cluster.log_dirs: expected a number from 1 to 4"),
+    "move with one log dir": (GOOD.replace("isolate: 0", "move_log_dir: 1"), 5,
+                              "step T0: move_log_dir: the brokers have one log dir each; give the cluster two"),
+    "move of a stopped broker": (GOOD.replace("brokers: 3", "brokers: 3, log_dirs: 2").replace(
+        "{isolate: 0}", "{crash: 1}, {move_log_dir: 1}"), 5, "broker 1 is stopped at this point, the action needs it running"),
     "unknown backend": (GOOD + "backends: {only: [zookeeper], why: x}\n", 7, "backends.only: expected one of"),
     "backends without reason": (GOOD + "backends: {only: [model]}\n", 7, "backends: expected {only:"),
     "held names an unknown broker": (GOOD.replace("leader: 1", "held: [5]"), 6, "unknown broker id 5"),

@@ -197,13 +197,18 @@ def reassign_directory(part: PartitionRecord, ctx: ControllerContext) -> None:
     A late AlterPartition then fails the partition-epoch check before KIP-903's broker-epoch check
     is reached.
 
-    Seed: none (KIP-858 directory ids, outside the seeds). Profiles ``kafka`` and ``legacy``
-    (``Profile.directory_ids``) follow Kafka 4.3.1 as measured: "Rejecting AlterPartition ...
-    because the current partition epoch is 2, not 1" (docs/model.md, "Profiles and Kafka").
+    Seed: none for the move (KIP-858 directory ids, outside the seeds). Profiles ``kafka`` and
+    ``legacy`` (``Profile.directory_ids``) follow Kafka 4.3.1 as measured: "Rejecting
+    AlterPartition ... because the current partition epoch is 2, not 1" (docs/model.md, "Profiles
+    and Kafka"). The ELR it keeps: KIP-966 changes the ELR only on the events its "ELR update
+    rules" name, and a directory is none of them.
 
-    Mutation switch: none.
+    Mutation switch: ``Rules.dir_assignment_keeps_elr`` (off: the change is built as if ELR were
+    off and empties ELR and LastKnownElr, as 4.0.x to 4.2.x do).
     """
     ctx.depart("reassign_directory")
+    if not ctx.profile.rules.dir_assignment_keeps_elr:
+        part.elr, part.last_known_elr = [], []
     bump(part, leader_change=False)
 
 

@@ -44,6 +44,7 @@ MUTANTS: dict[str, Rules] = {
     "acks-all-taken-under-min-isr": Rules(acks_all_refused_under_min_isr=False),
     "preferred-elected-from-elr-beside-isr": Rules(preferred_must_be_valid=False),
     "leader-epoch-bumped-on-elr-change": Rules(elr_change_keeps_leader_epoch=False),
+    "dir-assignment-empties-elr": Rules(dir_assignment_keeps_elr=False),
 }
 
 BROKERS = (0, 1, 2)

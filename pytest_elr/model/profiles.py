@@ -61,6 +61,7 @@ class Rules:
     acks_all_refused_under_min_isr: bool = True  # produce_rejection: acks=all refused before the append
     preferred_must_be_valid: bool = True  # elect_preferred_leader: an ELR member only while the ISR is empty
     elr_change_keeps_leader_epoch: bool = True  # one_partition_change: an ELR change alone keeps the leader epoch
+    dir_assignment_keeps_elr: bool = True  # reassign_directory: a replica's new directory keeps the ELR
 
 
 @dataclass(frozen=True)

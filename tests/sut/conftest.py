@@ -42,6 +42,14 @@ def legacy_cluster() -> Iterator[Kafka]:
         yield Kafka.on(c)
 
 
+@pytest.fixture(scope="module")
+def jbod_cluster() -> Iterator[Kafka]:
+    """ELR on, two log dirs per broker (JBOD), both on the FUSE layer."""
+    with KafkaCluster(brokers=[0, 1, 2], controllers=1, elr=True, kafka_version=KAFKA_VERSION,
+                      log_dirs=2) as c:
+        yield Kafka.on(c)
+
+
 @pytest.fixture
 def elr(elr_cluster: Kafka) -> Iterator[Kafka]:
     """The ELR cluster, restored to health after the test."""

@@ -1,0 +1,130 @@
+"""Brokers with several log dirs (JBOD) and a replica's live move between them (``move_log_dir``):
+the model's rules for it, the mutant they kill, the Python API, the cluster's configuration.
+The real cluster is held to the same scenario in tests/sut/test_jbod_cluster.py and by the suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_elr.actions import Crash, Cut, Flush, HoldDirAssignments, MoveLogDir, PowerOff, Produce
+from pytest_elr.core.nodes import isolation_links
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.mutants import MUTANTS
+from pytest_elr.model.profiles import get_profile
+from pytest_elr.scenario.loader import load_scenario
+from pytest_elr.schedule.mutants import check_mutant
+from pytest_elr.sut.config import DATA_DIR, Topology
+
+BROKERS = (0, 1, 2)
+JBOD_SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "kafka_20716_jbod_move_then_lossy_leader.elr.yaml"
+
+
+def _under_min_isr(profile: str) -> ModelCluster:
+    """ISR [0] under min ISR 2, ELR [2], broker 1 out of sync: the scenario's two-out."""
+    m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile(profile))
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=isolation_links(1, "brokers", BROKERS)))
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=isolation_links(2, "brokers", BROKERS)))
+    assert (m.part.leader, m.part.isr, m.part.elr) == (0, [0], [2])
+    return m
+
+
+def test_a_moved_replica_is_unsynced_even_after_a_flush() -> None:
+    """Kafka fsyncs neither the copy nor the swap's files (LogManager.replaceCurrentWithFutureLog),
+    so a power cut after a move takes the whole log -- measured on 4.0.2 (docs/model.md)."""
+    m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile("kafka"))
+    m.apply(Produce(count=5))
+    m.apply(Flush(broker=1))
+    m.apply(MoveLogDir(broker=1))
+    (loss,) = m.apply(PowerOff(brokers=(1,)))
+    assert (loss.leo_before, loss.leo_after) == (5, 0)
+
+
+def test_a_flush_after_the_move_makes_it_durable_again() -> None:
+    m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile("kafka"))
+    m.apply(Produce(count=5))
+    m.apply(MoveLogDir(broker=1))
+    m.apply(Flush(broker=1))
+    (loss,) = m.apply(PowerOff(brokers=(1,)))
+    assert (loss.leo_before, loss.leo_after) == (5, 5)
+
+
+def test_the_move_is_a_partition_change_that_keeps_the_elr_under_kafka() -> None:
+    m = _under_min_isr("kafka")
+    epochs = (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(MoveLogDir(broker=1))
+    assert (m.part.leader, m.part.isr, m.part.elr) == (0, [0], [2])
+    assert (m.part.leader_epoch, m.part.partition_epoch) == (epochs[0], epochs[1] + 1)
+
+
+def test_the_kip_has_no_directories_so_the_move_changes_no_record() -> None:
+    m = _under_min_isr("kip966")
+    before = (m.part.leader_epoch, m.part.partition_epoch, list(m.part.elr))
+    m.apply(MoveLogDir(broker=1))
+    assert (m.part.leader_epoch, m.part.partition_epoch, m.part.elr) == before
+
+
+def test_a_held_assignment_leaves_the_moved_replica_electable() -> None:
+    """Unlike a new disk, a live move leaves the old directory online: while the controller has
+    not heard of the move, the replica is still where it knows it, and the ELR member is elected."""
+    m = _under_min_isr("kafka")
+    m.apply(HoldDirAssignments(broker=2))
+    m.apply(MoveLogDir(broker=2))
+    epoch = m.part.partition_epoch
+    m.apply(Crash(broker=0))
+    assert (m.part.leader, m.part.isr) == (2, [2])
+    assert m.part.partition_epoch == epoch + 1  # the election only: the held move has not landed
+
+
+def test_the_jbod_scenario_alone_kills_the_mutant_that_empties_the_elr() -> None:
+    """PR #20716's builder (4.0-4.2) as a mutant of the oracle: the scenario's expectation of the
+    ELR at the move is the check that kills it."""
+    result = check_mutant("dir-assignment-empties-elr", MUTANTS["dir-assignment-empties-elr"],
+                          [load_scenario(JBOD_SCENARIO)], examples=0)
+    assert result.check == "expectation elr", result
+    assert "step disk-rebalance" in (result.killed_by or ""), result
+
+
+def test_a_jbod_broker_has_sibling_log_dirs_under_the_fuse_mount() -> None:
+    topology = Topology.build([0, 1], [1000], broker_log_dirs=2)
+    broker, controller = topology.node(0), topology.node(1000)
+    assert broker.log_dirs == (f"{DATA_DIR}/d0", f"{DATA_DIR}/d1")
+    assert f"log.dirs={DATA_DIR}/d0,{DATA_DIR}/d1\n" in topology.render(broker, 9092)
+    assert f"log.dirs={DATA_DIR}\n" in topology.render(controller, None)  # controllers keep one
+    assert f"log.dirs={DATA_DIR}\n" in Topology.build([0], [1000]).render(Topology.build([0], [1000]).node(0), 9092)
+    with pytest.raises(ValueError, match="1-4 log dirs"):
+        Topology.build([0], [1000], broker_log_dirs=5)
+
+
+API_TEST = '''
+import pytest
+
+def test_move(elr_cluster):
+    c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2{extra})
+    c.produce(5)
+    c.isolate(broker=1, from_="brokers")
+    c.produce(5)
+    c.isolate(broker=2, from_="brokers")
+    c.move_log_dir(1)
+    c.expect(leader=0, isr=[0], elr=[2])
+    c.power_off([0])
+    c.expect(leader=2, isr=[2])
+'''
+
+
+@pytest.mark.parametrize("profile", ["kip966", "kafka"])
+def test_the_python_api_moves_a_replica_as_yaml_does(pytester: pytest.Pytester, profile: str) -> None:
+    pytester.makepyfile(test_move=API_TEST.format(extra=", log_dirs=2"))
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly",
+                                f"--elr-profile={profile}")
+    result.assert_outcomes(passed=1)
+
+
+def test_the_python_api_refuses_a_move_without_log_dirs_at_the_callers_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_move=API_TEST.format(extra=""))
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_move.py:9: move_log_dir: the brokers have one log dir each*"])
