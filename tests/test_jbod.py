@@ -127,4 +127,18 @@ def test_the_python_api_refuses_a_move_without_log_dirs_at_the_callers_line(pyte
     pytester.makepyfile(test_move=API_TEST.format(extra=""))
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*test_move.py:9: move_log_dir: the brokers have one log dir each*"])
+    result.stdout.fnmatch_lines(["*test_move.py:9: move_log_dir: the brokers have 1 log dir each; give the cluster 2*"])
+
+
+def test_a_written_schedule_with_a_move_gets_the_log_dirs_it_needs(tmp_path: Path) -> None:
+    """A schedule written back as YAML (the search's counterexamples, ``elr compare``) asks for the
+    log dirs its moves need, so it loads and runs as written."""
+    from pytest_elr.core.specs import ClusterSpec, TopicSpec
+    from pytest_elr.scenario.export import scenario_yaml
+
+    path = tmp_path / "moved.elr.yaml"
+    path.write_text(scenario_yaml("moved", "a move", ClusterSpec(brokers=BROKERS), TopicSpec("t", BROKERS, 2),
+                                  [Produce(count=5), MoveLogDir(broker=1)], {}))
+    scenario = load_scenario(path)
+    assert scenario.cluster.log_dirs == 2
+    assert [a.kind for s in scenario.steps for a in s.actions] == ["produce", "move_log_dir"]
