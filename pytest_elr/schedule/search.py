@@ -38,6 +38,7 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    MoveLogDir,
     Pause,
     PowerOff,
     Produce,
@@ -63,7 +64,7 @@ VICTIMS = st.one_of(st.just("leader"), st.just("leader"), st.sampled_from(BROKER
 #: kinds of rule a schedule may use; each example enables a random subset ("swarm testing",
 #: Groce et al.), which finds bugs that need many faults of a few kinds far sooner
 KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy", "restart",
-         "pause", "flush", "min_isr", "unclean_election", "elect_leaders", "cluster_min_isr")
+         "pause", "flush", "min_isr", "unclean_election", "elect_leaders", "cluster_min_isr", "move")
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
@@ -207,6 +208,18 @@ class ProtocolMachine(RuleBasedStateMachine):
             self._do(ReplaceDisk(broker=b))
         elif self._running(b):
             self._do(PowerOff(brokers=(b,)))
+
+    @_enabled("move")
+    @rule(victim=VICTIMS, hold_assignment=st.booleans())
+    def move_log_dir(self, victim: int | str, hold_assignment: bool) -> None:
+        """A replica moved to another log dir while it serves (JBOD): its AssignReplicasToDirs is the
+        partition change apache/kafka PR #20716 found emptying the ELR before 4.3.0, and the moved
+        copy is unsynced until flushed. Held (``hold`` enabled too), it lands at the heal."""
+        b = self._target(victim)
+        if b is not None and self._running(b) and not self.model.brokers[b].paused:
+            if hold_assignment and "hold" in self.enabled:
+                self._do(HoldDirAssignments(broker=b))
+            self._do(MoveLogDir(broker=b))
 
     @_enabled("restart")
     @rule(b=st.sampled_from(BROKERS))
