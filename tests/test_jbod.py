@@ -35,21 +35,21 @@ def _under_min_isr(profile: str) -> ModelCluster:
 def test_a_moved_replica_is_unsynced_even_after_a_flush() -> None:
     """Kafka fsyncs neither the copy nor the swap's files (LogManager.replaceCurrentWithFutureLog),
     so a power cut after a move takes the whole log -- measured on 4.0.2 (docs/model.md)."""
-    m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile("kafka"))
-    m.apply(Produce(count=5))
-    m.apply(Flush(broker=1))
-    m.apply(MoveLogDir(broker=1))
-    (loss,) = m.apply(PowerOff(brokers=(1,)))
-    assert (loss.leo_before, loss.leo_after) == (5, 0)
+    assert _power_cut_of_1_after(Flush(broker=1), MoveLogDir(broker=1)) == (5, 0)
 
 
 def test_a_flush_after_the_move_makes_it_durable_again() -> None:
+    assert _power_cut_of_1_after(MoveLogDir(broker=1), Flush(broker=1)) == (5, 5)
+
+
+def _power_cut_of_1_after(*actions: Action) -> tuple[int, int]:
+    """Broker 1's log end before and after a power cut that follows 5 records and ``actions``."""
     m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile("kafka"))
     m.apply(Produce(count=5))
-    m.apply(MoveLogDir(broker=1))
-    m.apply(Flush(broker=1))
+    for action in actions:
+        m.apply(action)
     (loss,) = m.apply(PowerOff(brokers=(1,)))
-    assert (loss.leo_before, loss.leo_after) == (5, 5)
+    return loss.leo_before, loss.leo_after
 
 
 def test_the_move_is_a_partition_change_that_keeps_the_elr_under_kafka() -> None:
