@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_elr.actions import Crash, Cut, Flush, HoldDirAssignments, MoveLogDir, PowerOff, Produce
+from pytest_elr.actions import Action, Crash, Cut, Flush, HoldDirAssignments, MoveLogDir, PowerOff, Produce
 from pytest_elr.core.nodes import isolation_links
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.mutants import MUTANTS
