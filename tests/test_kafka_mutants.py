@@ -4,6 +4,7 @@ resuming, the merged table of shards, and the executor's stop at the first failu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -359,3 +360,21 @@ def test_stopping_a_parallel_campaign_leaves_no_child_running(tmp_path: Path, st
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert km.results_of([campaign]) == {}  # the stopped mutants are not graded: a later run runs them
+
+
+def test_a_mutant_cut_off_says_how_many_covering_runs_it_got_through(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child stopped at its time limit reports the runs it finished (each ended as on the real
+    release), and the report lists it with them: a late cut-off is most likely a survivor."""
+    script = ("import json, time\n"
+              "for i in (1, 2):\n"
+              "    print(json.dumps({'progress': i, 'of': 3}), flush=True)\n"
+              "time.sleep(60)\n")
+    monkeypatch.setattr(km, "child_command", lambda spec: [sys.executable, "-c", script])
+    runs = [{"scenario_file": f"s{i}.elr.yaml", "profile": "kafka"} for i in range(3)]
+    result = km._child(mutant("build", 35), runs, "4.4.0", tmp_path, timeout_s=3)
+    assert result == {"status": "timed out", "runs_tried": 2, "runs_total": 3}
+    row = {**dataclasses.asdict(mutant("build", 35)), **result}
+    lines, counts = km.summary({row["id"]: row})
+    assert counts == {"timed out": 1}
+    assert lines[-1].endswith(": 2 of 3 covering runs as on the real release") and "build` line 35" in lines[-1]

@@ -203,6 +203,8 @@ def run_one(mutant_id: str, runs: Sequence[dict[str, Any]], version: str, histor
                 out.update(status=outcome, by={"scenario": scenario.name, "scenario_file": run["scenario_file"],
                                                "profile": run["profile"], **detail})
                 break
+            # what a mutant cut off by its time limit had shown so far (``_child``)
+            print(json.dumps({"progress": out["runs_tried"], "of": len(runs)}), flush=True)
     finally:
         pool.close()
     out["planted"] = planted
@@ -343,11 +345,14 @@ def _child(mutant: Mutant, runs: Sequence[dict[str, Any]], version: str, history
     except subprocess.TimeoutExpired:
         child.send_signal(signal.SIGTERM)
         try:
-            child.communicate(timeout=120)
+            stdout, _ = child.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             child.kill()
-            child.communicate()
-        return {"status": "timed out", "runs_tried": None}
+            stdout, _ = child.communicate()
+        # A kill ends at the first covering run that tells: the runs it finished all ended as on
+        # the real release, so a mutant cut off late is most likely a survivor (``summary``).
+        passed = [json.loads(ln)["progress"] for ln in (stdout or "").splitlines() if ln.startswith('{"progress"')]
+        return {"status": "timed out", "runs_tried": max(passed, default=0), "runs_total": len(runs)}
     finally:
         with _children_lock:
             _children.discard(child)
@@ -384,6 +389,14 @@ def summary(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, in
         lines.append("survivors:")
         lines += [f"  {Mutant(**{k: r[k] for k in Mutant.__dataclass_fields__}).in_words()}  [{r['id']}]"
                   for r in sorted(survivors, key=lambda r: (r["class_name"], r["line"], r["id"]))]
+    cut_off = [r for r in results.values() if r["status"] == "timed out"]
+    if cut_off:
+        lines.append("timed out (a kill ends at the first covering run that tells, so the runs finished all "
+                     "ended as on the real release: the further one got, the likelier a survivor):")
+        lines += [f"  {Mutant(**{k: r[k] for k in Mutant.__dataclass_fields__}).in_words()}  [{r['id']}]: "
+                  + (f"{r['runs_tried']} of {r['runs_total']} covering runs as on the real release"
+                     if r.get("runs_total") else "runs finished not recorded")
+                  for r in sorted(cut_off, key=lambda r: (r["class_name"], r["line"], r["id"]))]
     return lines, dict(counts)
 
 
