@@ -107,6 +107,19 @@ class ClusterClient:
         return produce.produce(HOST, self.cluster.client_port(leader), topic, partition,
                                values, acks, timeout_ms)
 
+    def reassign(self, topic: str, replicas: Sequence[int], partition: int = 0) -> None:
+        """Start moving the partition to ``replicas`` (AlterPartitionReassignments); the
+        controller completes it on its own once the ISR allows."""
+        self._ask(lambda port: admin.alter_partition_reassignment(HOST, port, topic, partition, list(replicas)))
+
+    def cancel_reassignment(self, topic: str, partition: int = 0) -> None:
+        """Cancel the partition's reassignment under way (NO_REASSIGNMENT_IN_PROGRESS if none)."""
+        self._ask(lambda port: admin.alter_partition_reassignment(HOST, port, topic, partition, None))
+
+    def reassignment(self, topic: str, partition: int = 0, via: int | None = None) -> admin.Reassignment | None:
+        """The partition's reassignment under way (replicas, adding, removing), or None."""
+        return self._ask(lambda port: admin.list_partition_reassignment(HOST, port, topic, partition, 3.0), via)
+
     def move_to_next_log_dir(self, node: int, topic: str, partition: int = 0, timeout_s: float = 30.0) -> str:
         """Move ``node``'s replica to the log dir after the one holding it (JBOD), and wait until
         the broker has swapped the copies: only the new dir holds it, and no future copy is left.
