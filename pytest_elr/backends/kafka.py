@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from pytest_elr.actions import (
     Action,
+    CancelReassignment,
     Crash,
     Cut,
     ElectLeaders,
@@ -41,6 +42,7 @@ from pytest_elr.actions import (
     Pause,
     PowerOff,
     Produce,
+    Reassign,
     ReplaceDisk,
     Restart,
     Resume,
@@ -417,6 +419,16 @@ class KafkaBackend(Backend):
                 raise BackendError(f"{election.name.lower()} election of {self.topic}-0 refused: {error}")
 
     @_do.register
+    def _(self, action: Reassign) -> Result:
+        self.client.reassign(self.topic, action.replicas)
+        return None
+
+    @_do.register
+    def _(self, action: CancelReassignment) -> Result:
+        self.client.cancel_reassignment(self.topic)
+        return None
+
+    @_do.register
     def _(self, action: Wait) -> Result:
         time.sleep(action.seconds)  # the scenario asked for time to pass
         return None
@@ -569,7 +581,7 @@ class KafkaBackend(Backend):
         return Observation(
             leader=p.leader, leader_epoch=p.leader_epoch, isr=tuple(sorted(p.isr)),
             elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
-            fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
+            fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm, replicas=p.replicas,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
             **self._registration(p),
             held=tuple(sorted(s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0)),

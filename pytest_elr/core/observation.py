@@ -28,6 +28,8 @@ class Observation:
     held: tuple[int, ...] = ()
     #: bumped by every change of the controller's partition record (no client API returns it)
     partition_epoch: int | None = None
+    #: the assigned replicas (during a reassignment the target's and those being removed); None: not read
+    replicas: tuple[int, ...] | None = None
 
     def as_event(self) -> dict[str, object]:
         return {
@@ -42,6 +44,7 @@ class Observation:
             "recovering": self.recovering,
             "held": list(self.held),
             "partition_epoch": self.partition_epoch,
+            "replicas": None if self.replicas is None else list(self.replicas),
         }
 
 

@@ -13,6 +13,7 @@ from functools import singledispatchmethod
 
 from pytest_elr.actions import (
     Action,
+    CancelReassignment,
     Crash,
     Cut,
     ElectLeaders,
@@ -24,6 +25,7 @@ from pytest_elr.actions import (
     Pause,
     PowerOff,
     Produce,
+    Reassign,
     ReplaceDisk,
     Restart,
     Resume,
@@ -266,6 +268,7 @@ class ModelCluster:
             recovering=part.recovering,
             held=self.held_alter(),
             partition_epoch=part.partition_epoch,
+            replicas=tuple(part.replicas),
         )
 
     def held_alter(self) -> tuple[int, ...]:
@@ -474,8 +477,30 @@ class ModelCluster:
         return None
 
     @_do.register
+    def _(self, action: Reassign) -> Result:
+        controller.start_reassignment(self.part, list(action.replicas), self.ctx)
+        self._follow_assignment()
+        return None
+
+    @_do.register
+    def _(self, action: CancelReassignment) -> Result:
+        error = controller.cancel_reassignment(self.part, self.ctx)
+        if error == "NO_REASSIGNMENT_IN_PROGRESS":
+            raise ModelError("cancel_reassignment: no reassignment is under way (NO_REASSIGNMENT_IN_PROGRESS)")
+        self._follow_assignment()
+        return None
+
+    @_do.register
     def _(self, action: Wait) -> Result:
         return None  # the model has no clock: its timeouts fire in every settle
+
+    def _follow_assignment(self) -> None:
+        """The brokers hold the replicas the controller assigns: a broker newly assigned starts an
+        empty log (a removed replica's log is deleted, so one added again starts over too)."""
+        for b in self.part.replicas:
+            if b not in self.replicas:
+                self.logs[b] = Replica(broker=b)
+        self.replicas = list(self.part.replicas)
 
     def _running(self, broker: int) -> Broker:
         b = self.brokers[broker]
@@ -671,7 +696,7 @@ class ModelCluster:
                 broker.epoch = self._new_epoch()
                 broker.registered = True
                 broker.clean_marker = None  # removed once the log manager is up
-                if not clean and b in part.replicas:
+                if not clean and (b in part.replicas or b in part.elr):
                     self.unclean_restarted.add(b)
                     if b in part.elr or b in part.isr:
                         self.quorum_shrunk_by = f"broker {b} registered after an unclean shutdown"
@@ -716,6 +741,7 @@ class ModelCluster:
                                        for b in sorted(joined)]
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
+        self._follow_assignment()
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
         # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
         # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
