@@ -128,6 +128,10 @@ class ModelCluster:
     #: (``model/invariants.py``): each change of leader, ISR, ELR or RECOVERING as (before, after),
     #: seen after every action and every controller round (no change is made elsewhere) ...
     changes: list[tuple[PartitionView, PartitionView]] = field(default_factory=list)
+    #: ... beside each change, the members a leader's AlterPartition added to the ISR in it (caught
+    #: up, as the leader vouched: Kafka elects from that ISR when the same change moves the leader
+    #: away, a reassignment completing) ...
+    admitted: list[frozenset[int]] = field(default_factory=list)
     #: ... each move of the leader's HWM (from, to, committed ISR size, effective min ISR) ...
     hwm_moves: list[tuple[int, int, int, int]] = field(default_factory=list)
     #: ... each replica the controller added to the ISR (broker, records it held below the
@@ -142,6 +146,7 @@ class ModelCluster:
     _view_epoch: int = -1
     _next_epoch: int = 1
     _seen: PartitionView = field(init=False)  # the partition as ``changes`` last saw it
+    _admitted_since_seen: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         unknown = set(self.replicas) - set(self.brokers_ids)
@@ -665,7 +670,9 @@ class ModelCluster:
         now = self.part.view()
         if now != self._seen:
             self.changes.append((self._seen, now))
+            self.admitted.append(frozenset(self._admitted_since_seen))
             self._seen = now
+        self._admitted_since_seen.clear()
 
     def fingerprint(self) -> tuple[object, ...]:
         p = self.part
@@ -735,6 +742,7 @@ class ModelCluster:
                     self.rejected_alter, self.rejected_view = req, self._brokers_view()
                 else:
                     joined = {b for b, _ in req.new_isr if b not in before}
+                    self._admitted_since_seen |= joined
                     self.unclean_restarted -= joined  # caught up: the leader let it in
                     lead = self.logs[req.leader]
                     self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log[: lead.hwm]), lead.hwm)
