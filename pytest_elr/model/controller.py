@@ -692,7 +692,7 @@ def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | 
         if electable(b, ctx):
             return b, False
     if ctx.profile.elr and not part.isr:
-        for b in part.ordered(part.elr):  # Kafka elects among the assigned replicas only
+        for b in (b for b in part.elr if b in part.replicas):  # Kafka elects among the assigned replicas only
             if electable(b, ctx):
                 return b, False
         if ctx.profile.last_known is LastKnown.ELR_SET:

@@ -89,7 +89,10 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     overlap = set(part.elr) & set(part.isr)
     if overlap:
         fail("elr_disjoint_from_isr", f"{sorted(overlap)} in both ISR and ELR")
-    if m.profile.elr and len(part.isr) >= m.eff_min_isr and part.elr:
+    # Counted among the assigned replicas: the replicas a reassignment removed that Kafka keeps in
+    # the ELR are the kafka profile's declared departure (``keep_elr_within_replicas``); under the
+    # KIP the ELR holds none (KIP-966 "Other behaviors" 4).
+    if m.profile.elr and len(part.isr) >= m.eff_min_isr and set(part.elr) & set(part.replicas):
         fail("elr_empty_at_min_isr", f"ISR has {len(part.isr)} >= min ISR {m.eff_min_isr}")
     if not m.profile.elr and part.elr:
         fail("no_elr_without_feature", "ELR is not empty with the feature off")
