@@ -55,6 +55,8 @@ class Action:
     #: can take unsynced data from its victims: a run with one must show the fault bit
     lossy: ClassVar[bool] = False
     draw: ClassVar[Draw | None] = None
+    #: log dirs each broker must have (``cluster: {log_dirs: N}``) for the action to be done
+    log_dirs_needed: ClassVar[int] = 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -110,6 +112,9 @@ class Action:
 
     def refused_by(self, cluster: ClusterSpec) -> str | None:
         """Why the cluster cannot do the action at all (None: it can)."""
+        if cluster.log_dirs < self.log_dirs_needed:
+            return (f"the brokers have {cluster.log_dirs} log dir{'s' if cluster.log_dirs > 1 else ''} each; give "
+                    f"the cluster {self.log_dirs_needed} (cluster: {{log_dirs: {self.log_dirs_needed}}})")
         return None
 
     def records(self) -> int:
@@ -415,11 +420,7 @@ class MoveLogDir(BrokerAction):
 
     kind: ClassVar[str] = "move_log_dir"
     needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"up"})
-
-    def refused_by(self, cluster: ClusterSpec) -> str | None:
-        if cluster.log_dirs < 2:
-            return "the brokers have one log dir each; give the cluster two (cluster: {log_dirs: 2})"
-        return None
+    log_dirs_needed: ClassVar[int] = 2
 
 
 @dataclass(frozen=True)

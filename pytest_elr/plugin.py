@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import textwrap
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -423,6 +424,13 @@ def _result_word(r: RunResult) -> str:
     return "PASS" if r.passed else "FAIL"
 
 
+def _known_bug(r: RunResult) -> str:
+    """The bug a known failure declares (the first words of its ``because``), for its row."""
+    if not (r.known_failure and not r.passed):
+        return ""
+    return f" · bug: {textwrap.shorten(r.known_failure, width=100, placeholder=' ...')}"
+
+
 def _departs(r: RunResult) -> str:
     """The documented differences from the KIP a run relied on, for its row of the verdict table."""
     return f" · Kafka departs: {'; '.join(d['summary'] for d in r.departures)}" if r.departures else ""
@@ -817,7 +825,8 @@ def _table(tr: Any, results: list[RunResult], matrix: bool) -> None:
         read = r.verdict.read if r.verdict else 0
         tr.write_line(
             f"{r.scenario:<{name}} {r.profile:<8} {r.backend:<7} " + (f"{r.kafka_version or '-':<7} " if matrix else "")
-            + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}{_departs(r)}"
+            + f"{acked:>6} {read:>6}  {r.fault_bit:<9} {_verdict_word(r):<18} {_result_word(r)}{_known_bug(r)}"
+            + _departs(r)
         )
 
 

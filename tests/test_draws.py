@@ -37,6 +37,9 @@ def test_the_same_seed_draws_the_same_schedules_whatever_is_imported() -> None:
 
     plain = drawn_in_fresh_process()
     assert len(plain) == 2 * SCHEDULES
+    # every kind of ``search.KINDS`` is compared, the cluster-wide min ISR update among them
+    assert any("set_cluster_min_isr" in y for y in plain[:SCHEDULES]), "the search drew no cluster-wide update"
+    assert any("set_cluster_min_isr" in y for y in plain[SCHEDULES:]), "explore drew no cluster-wide update"
     loaded = drawn_in_fresh_process(*EXTRA)
     assert differing(plain, loaded) == []
     # and in this pytest session, with every test module and plugin loaded
@@ -45,8 +48,9 @@ def test_the_same_seed_draws_the_same_schedules_whatever_is_imported() -> None:
 
 def test_without_the_pin_an_import_changes_the_draws() -> None:
     """The planted fault: Hypothesis' local constants left in, one more module of the project
-    imported draws other schedules (from the 33rd of the search and the 35th of explore's seed 0
-    with Hypothesis 6.170) -- the comparison above sees the difference it exists for."""
+    imported draws other schedules (from the 21st of explore's seed 0 with Hypothesis 6.170 and the
+    kinds of ``search.KINDS`` since ``cluster_min_isr``; before it, from the 33rd of the search and
+    the 35th of explore) -- the comparison above sees the difference it exists for."""
     plain = drawn_in_fresh_process("--unpinned")
     loaded = drawn_in_fresh_process("--unpinned", "pytest_elr.report")
     assert differing(plain, loaded) != []

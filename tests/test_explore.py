@@ -58,7 +58,7 @@ def explorer(tmp_path: Path, mutant: str | None, lines: list[str]) -> Explorer:
 def test_a_planted_defect_is_found_confirmed_and_shrunk(tmp_path: Path) -> None:
     lines: list[str] = []
     ex = explorer(tmp_path, MUTANT, lines)
-    seen = ex.explore(itertools.islice(schedules(ex.oracle, 0, 8, None), 40), time.monotonic() + 120)
+    seen = ex.explore(itertools.islice(schedules(ex.oracle, 0, 8, None), 60), time.monotonic() + 120)
     assert seen.counts["finding"] >= 1, lines
     finding = next(iter(seen.findings.values()))
     assert finding.signature == "differs:elr" and finding.confirmed == finding.replays == 2
@@ -93,6 +93,28 @@ def test_schedules_are_reproducible_and_respect_the_kinds() -> None:
     for schedule in itertools.islice(schedules(oracle, 7, 8, only), 5):
         assert {a.kind for a in schedule} - {"produce"} <= only
 
+
+
+@pytest.mark.parametrize("profile", ["kafka", "kip966"])
+def test_drawn_cluster_wide_min_isr_updates_are_written_loaded_and_passed(profile: str, tmp_path: Path) -> None:
+    """``elr explore`` draws ``set_cluster_min_isr`` (a kind of the search's ``KINDS``): a schedule
+    holding one is written with the model's state at every step, loads back to the same actions,
+    and the model (``Fake``) passes it, under the profile that clears every ELR at the update and
+    under the one it changes nothing for."""
+    oracle = get_profile(profile)
+    drawn = [s for s in itertools.islice(schedules(oracle, 0, 8, None), 40)
+             if any(a.kind == "set_cluster_min_isr" for a in s)]
+    assert drawn, "seed 0 draws no cluster-wide min ISR update"
+    written = 0
+    for n, actions in enumerate(drawn):
+        scenario = write_scenario(tmp_path / f"cluster-{n}.elr.yaml", f"cluster-{n}", "drawn", actions, CLUSTER,
+                                  TOPIC, profile, oracle, expect=True)
+        if scenario is None:  # the model cannot pass it (a lossy fault that took nothing): explore skips it too
+            continue
+        written += 1
+        assert [a for step in load_scenario(scenario.path).steps for a in step.actions] == actions
+        assert run_scenario(scenario, Fake(), profile).passed
+    assert written >= 1, drawn
 
 def test_ddmin_finds_the_two_culprits_within_its_budget() -> None:
     calls: list[list[int]] = []
@@ -299,7 +321,7 @@ def test_parallel_3_runs_three_schedules_at_once_on_three_sessions(tmp_path: Pat
 
 def test_parallel_explores_the_schedules_one_at_a_time_explores(tmp_path: Path) -> None:
     oracle = replace(get_profile("kafka"), rules=MUTANTS[MUTANT])
-    drawn = list(itertools.islice(schedules(oracle, 0, 8, None), 40))  # some the model refuses: gaps in the names
+    drawn = list(itertools.islice(schedules(oracle, 0, 8, None), 60))  # some the model refuses: gaps in the names
     runs: dict[int, tuple[Exploration, list[str]]] = {}
     for parallel in (1, 3):
         lines: list[str] = []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_elr.actions import Crash, Cut, Flush, HoldDirAssignments, MoveLogDir, PowerOff, Produce
+from pytest_elr.actions import Action, Crash, Cut, Flush, HoldDirAssignments, MoveLogDir, PowerOff, Produce
 from pytest_elr.core.nodes import isolation_links
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.mutants import MUTANTS
@@ -35,21 +35,21 @@ def _under_min_isr(profile: str) -> ModelCluster:
 def test_a_moved_replica_is_unsynced_even_after_a_flush() -> None:
     """Kafka fsyncs neither the copy nor the swap's files (LogManager.replaceCurrentWithFutureLog),
     so a power cut after a move takes the whole log -- measured on 4.0.2 (docs/model.md)."""
-    m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile("kafka"))
-    m.apply(Produce(count=5))
-    m.apply(Flush(broker=1))
-    m.apply(MoveLogDir(broker=1))
-    (loss,) = m.apply(PowerOff(brokers=(1,)))
-    assert (loss.leo_before, loss.leo_after) == (5, 0)
+    assert _power_cut_of_1_after(Flush(broker=1), MoveLogDir(broker=1)) == (5, 0)
 
 
 def test_a_flush_after_the_move_makes_it_durable_again() -> None:
+    assert _power_cut_of_1_after(MoveLogDir(broker=1), Flush(broker=1)) == (5, 5)
+
+
+def _power_cut_of_1_after(*actions: Action) -> tuple[int, int]:
+    """Broker 1's log end before and after a power cut that follows 5 records and ``actions``."""
     m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile("kafka"))
     m.apply(Produce(count=5))
-    m.apply(MoveLogDir(broker=1))
-    m.apply(Flush(broker=1))
+    for action in actions:
+        m.apply(action)
     (loss,) = m.apply(PowerOff(brokers=(1,)))
-    assert (loss.leo_before, loss.leo_after) == (5, 5)
+    return loss.leo_before, loss.leo_after
 
 
 def test_the_move_is_a_partition_change_that_keeps_the_elr_under_kafka() -> None:
@@ -127,4 +127,18 @@ def test_the_python_api_refuses_a_move_without_log_dirs_at_the_callers_line(pyte
     pytester.makepyfile(test_move=API_TEST.format(extra=""))
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*test_move.py:9: move_log_dir: the brokers have one log dir each*"])
+    result.stdout.fnmatch_lines(["*test_move.py:9: move_log_dir: the brokers have 1 log dir each; give the cluster 2*"])
+
+
+def test_a_written_schedule_with_a_move_gets_the_log_dirs_it_needs(tmp_path: Path) -> None:
+    """A schedule written back as YAML (the search's counterexamples, ``elr compare``) asks for the
+    log dirs its moves need, so it loads and runs as written."""
+    from pytest_elr.core.specs import ClusterSpec, TopicSpec
+    from pytest_elr.scenario.export import scenario_yaml
+
+    path = tmp_path / "moved.elr.yaml"
+    path.write_text(scenario_yaml("moved", "a move", ClusterSpec(brokers=BROKERS), TopicSpec("t", BROKERS, 2),
+                                  [Produce(count=5), MoveLogDir(broker=1)], {}))
+    scenario = load_scenario(path)
+    assert scenario.cluster.log_dirs == 2
+    assert [a.kind for s in scenario.steps for a in s.actions] == ["produce", "move_log_dir"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_elr.actions import Action, Cut, Produce, ReplaceDisk, SetMinIsr
+from pytest_elr.actions import Action, Cut, Produce, ReplaceDisk, SetClusterMinIsr, SetMinIsr
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.nodes import isolation_links
 from pytest_elr.model import invariants
@@ -16,7 +16,7 @@ from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.schedule.__main__ import counterexample_yaml
-from pytest_elr.schedule.search import BROKERS, MIN_ISR, search, violations_on
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, ProtocolMachine, search, violations_on
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,9 +73,52 @@ def test_the_class_check_sees_the_lossy_last_leader_and_nothing_else() -> None:
     assert not lossy_last_leader_elected([*isolated, ReplaceDisk(broker=1)])
 
 
+def test_a_cluster_wide_min_isr_update_is_drawn_and_changes_nothing_under_kip966() -> None:
+    """The topic's own min ISR overrides the cluster-wide one: the search applies the update and,
+    with lossy shutdowns and isolations around it, no invariant breaks under the whole KIP."""
+    ProtocolMachine.kinds_applied.clear()
+    assert search("kip966", max_examples=300, steps=12, kinds=("isolate", "lossy", "cluster_min_isr")) is None
+    assert "set_cluster_min_isr" in ProtocolMachine.kinds_applied, ProtocolMachine.kinds_applied
+
+
+def test_kafka_clearing_every_elr_at_a_cluster_wide_update_loses_nothing_without_a_lossy_shutdown() -> None:
+    """Kafka's update of the cluster-wide min ISR empties ELR and LastKnownElr (a documented
+    departure): the structural invariants hold all the same (``quorum_shrunk_by`` says why ISR +
+    ELR fell under min ISR), and no data invariant breaks while no shutdown loses a log."""
+    ProtocolMachine.kinds_applied.clear()
+    kinds = ("isolate", "crash", "shutdown", "restart", "heal", "pause", "cluster_min_isr")
+    assert search("kafka", max_examples=500, steps=12, kinds=kinds) is None
+    assert "set_cluster_min_isr" in ProtocolMachine.kinds_applied, ProtocolMachine.kinds_applied
+
+
+def test_kafka_loses_after_a_cluster_wide_update_only_by_electing_its_lossy_last_leader() -> None:
+    """The class ``test_kafka_breaks_invariants_within_tolerance_only_by_electing_its_lossy_last_leader``
+    finds with a topic min ISR change, reached through the cluster-wide one (any value clears the
+    ELR on Kafka): found within tolerance, the last leader elected after its own lossy shutdown,
+    the update the cause (without it nothing breaks) and the whole KIP losing nothing."""
+    found = search("kafka", max_examples=1000, steps=12, kinds=("isolate", "lossy", "cluster_min_isr"))
+    assert found is not None, "the search no longer finds the loss the cluster-wide update opens"
+    actions, violations = found
+    assert any("no_acked_loss" in v for v in violations), violations
+    assert lossy_last_leader_elected(actions), actions
+    assert any(a.kind == "set_cluster_min_isr" for a in actions), actions
+    assert violations_on(get_profile("kafka"), [a for a in actions if a.kind != "set_cluster_min_isr"]) == []
+    assert violations_on(get_profile("kip966"), actions) == [], actions
+
+
+@pytest.mark.parametrize("value", [1, MIN_ISR, len(BROKERS) + 1])
+def test_the_class_check_sees_the_lossy_last_leader_after_a_cluster_wide_update(value: int) -> None:
+    """Every value clears the ELR on Kafka, the cluster's own (1) and the topic's (2) included."""
+    isolated = [Produce(count=1, acks="all"), Cut(links=isolation_links(0, "all", BROKERS)),
+                Cut(links=isolation_links(1, "all", BROKERS)), SetClusterMinIsr(value=value)]
+    assert lossy_last_leader_elected([*isolated, ReplaceDisk(broker=2)])
+    assert violations_on(get_profile("kip966"), [*isolated, ReplaceDisk(broker=2)]) == []
+    assert violations_on(get_profile("kafka"), [*isolated[:-1], ReplaceDisk(broker=2)]) == []  # the ELR saves it
+
+
 def test_the_search_draws_every_action_of_the_language() -> None:
     from pytest_elr.actions import ACTIONS
-    from pytest_elr.schedule.search import NOT_DRAWN, ProtocolMachine
+    from pytest_elr.schedule.search import NOT_DRAWN
 
     ProtocolMachine.kinds_applied.clear()
     search("kafka", max_examples=200)  # every kind needs a few hundred schedules (resume: a paused broker first)

@@ -50,7 +50,7 @@ CASES = {
     "no log dirs": (GOOD.replace("brokers: 3", "brokers: 3, log_dirs: 0"), 1, "cluster.log_dirs: expected a number from 1 to 4"),
     "too many log dirs": (GOOD.replace("brokers: 3", "brokers: 3, log_dirs: 5"), 1, "cluster.log_dirs: expected a number from 1 to 4"),
     "move with one log dir": (GOOD.replace("isolate: 0", "move_log_dir: 1"), 5,
-                              "step T0: move_log_dir: the brokers have one log dir each; give the cluster two"),
+                              "step T0: move_log_dir: the brokers have 1 log dir each; give the cluster 2 (cluster: {log_dirs: 2})"),
     "move of a stopped broker": (GOOD.replace("brokers: 3", "brokers: 3, log_dirs: 2").replace(
         "{isolate: 0}", "{crash: 1}, {move_log_dir: 1}"), 5, "broker 1 is stopped at this point, the action needs it running"),
     "unknown backend": (GOOD + "backends: {only: [zookeeper], why: x}\n", 7, "backends.only: expected one of"),

@@ -112,6 +112,7 @@ def test_a_known_failure_fails_where_declared_and_the_table_shows_the_matrix(mat
                                  "*known to fail on Kafka 4.0.2: LastKnownELR not reported*"])
     out = result.stdout.str()
     assert "[kafka@4.0.2] step both-crash after crash: last_known_elr: model [0], observed []" in out
+    assert "fails (known) · bug: LastKnownELR not reported" in out  # the row names the declared bug
 
 
 def test_the_report_shows_the_matrix(matrix: pytest.Pytester) -> None:

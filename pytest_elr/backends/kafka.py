@@ -164,6 +164,7 @@ class KafkaBackend(Backend):
         # the controller's record last read from its metadata log (LeaderRecoveryState, the
         # partition epoch), and the partition state it was read for
         self._registration_read: tuple[tuple[object, ...], Registration | None] | None = None
+        self._miss_recorded: tuple[tuple[object, ...], str] | None = None
         self._started_at = time.monotonic()
         #: per node, what the mutation agent reported at the run's end (``sut.instrument``)
         self.planted_mutants: dict[str, str] = {}
@@ -595,6 +596,10 @@ class KafkaBackend(Backend):
         if self._registration_read is None or self._registration_read[0] != key or self._registration_read[1] is None:
             self._registration_read = (key, self.client.registration(p))
         reg = self._registration_read[1]
+        miss = (key, self.client.registration_miss)
+        if reg is None and self.history is not None and miss != self._miss_recorded:
+            self._miss_recorded = miss  # the history says why the epoch is unknown, once per state and reason
+            self.history.record("registration_miss", state=str(p), why=self.client.registration_miss)
         return {"recovering": reg.recovering if reg else None, "partition_epoch": reg.partition_epoch if reg else None}
 
     def unsynced_bytes(self) -> dict[int, int]:

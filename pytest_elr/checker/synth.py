@@ -135,6 +135,8 @@ def every_event_type() -> SyntheticHistory:
           observed="leader=1 isr=[1] elr=[3]")
     h.add("violation", message="invariant elr_disjoint_from_isr broken: [2] in both ISR and ELR")
     h.add("model_error", message="broker 3 is not running")
+    h.add("registration_miss", state="PartitionState(topic='t', partition=0, leader=1, ...)",
+          why="controller 1000's log: 3 records, none of them this state (latest: ...)")
     h.send(1, 0).add("hwm_read", partition=0, hwm=1, reader="tail").read(0, "v1")
     return h.add("backend_error", message="cluster could not heal").add("step", phase="end")
 

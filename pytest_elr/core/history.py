@@ -39,6 +39,8 @@ EVENT_TYPES: dict[str, str] = {
     "violation": "an invariant broken after a step",
     "model_error": "the shadow model could not apply an action the real cluster took",
     "backend_error": "the backend failed to close (a cluster that could not heal)",
+    "registration_miss": "no controller's metadata log held a record of the observed state, and why "
+                         "(the partition epoch and LeaderRecoveryState are then unknown)",
     "produce": "a send, and its completion",
     "consume": "a record read",
     "hwm_read": "a reader's view of the high watermark",

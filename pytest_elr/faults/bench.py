@@ -1,5 +1,5 @@
 """Benchmark of the real cluster and its faults:
-``elr bench cluster [--kafka-version V] [--rounds N] [--start-rounds S]``.
+``elr bench cluster [--kafka-version V] [--rounds N] [--start-rounds S] [--log-dirs D]``.
 
 Prints:
 
@@ -169,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap.add_argument("--start-rounds", type=int, default=3,
                     help="plain node and cluster starts, alternated (median of each)")
+    ap.add_argument("--log-dirs", type=int, default=1,
+                    help="also start, in each round, a cluster whose brokers have this many log dirs "
+                         "(JBOD: StorageTool formats them) beside the plain node and the one-dir cluster")
     a = ap.parse_args(argv)
     if not 1 <= a.start_rounds <= 50 or not 1 <= a.rounds <= 1000:
         ap.error("--start-rounds takes 1-50, --rounds 1-1000")
@@ -177,11 +180,24 @@ def main(argv: list[str] | None = None) -> int:
 
     plains: list[float] = []
     totals: list[float] = []
+    jbods: list[float] = []
     for i in range(a.start_rounds):
         plain, plain_cpu = plain_node_start(image)
         plains.append(plain)
         print(f"[{i + 1}] plain single Kafka node (combined mode) ready: {plain:.1f} s "
               f"(CPU {plain_cpu:.1f} s)", flush=True)
+        if a.log_dirs > 1:
+            jbod = KafkaCluster(brokers=[0, 1, 2], controllers=1, kafka_version=a.kafka_version,
+                                log_dirs=a.log_dirs)
+            t0 = time.monotonic()
+            try:
+                jbod.start()
+                ClusterClient(jbod).create_topic("bench", {0: [0, 1, 2]}, min_insync_replicas=2)
+                jbods.append(time.monotonic() - t0)
+            finally:
+                jbod.close()
+            print(f"[{i + 1}] cluster with {a.log_dirs} log dirs per broker + topic ready: {jbods[-1]:.1f} s; "
+                  f"ratio {jbods[-1] / plain:.1f}x", flush=True)
         cluster = KafkaCluster(brokers=[0, 1, 2], controllers=1, kafka_version=a.kafka_version)
         t0 = time.monotonic()
         cluster.start()
@@ -204,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"start, median of {a.start_rounds}: plain node {statistics.median(plains):.1f} s, "
           f"cluster {statistics.median(totals):.1f} s; ratio of medians "
           f"{statistics.median(totals) / statistics.median(plains):.2f}x")
+    if jbods:
+        jbod_median = statistics.median(jbods)
+        print(f"start with {a.log_dirs} log dirs per broker, median of {a.start_rounds}: {jbod_median:.1f} s, "
+              f"{jbod_median / statistics.median(totals):.2f}x the one-dir cluster")
 
     try:  # the last round's cluster, already started, for the faults
         client, network = ClusterClient(cluster), NetworkFaults(cluster)

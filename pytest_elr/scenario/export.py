@@ -29,6 +29,8 @@ def scenario_yaml(
 ) -> str:
     """One step per action; ``expectations``: what each step expects (e.g. the model's state after
     it, from :func:`model_expectations`)."""
+    # as many log dirs as the cluster has, or as an action needs (a move between them)
+    log_dirs = max([cluster.log_dirs, *(a.log_dirs_needed for a in actions)])
     steps = []
     for i, action in enumerate(actions, 1):
         step: dict[str, Any] = {"at": f"S{i}", "do": action.to_yaml(cluster.brokers)}
@@ -39,7 +41,8 @@ def scenario_yaml(
         "name": name,
         "description": description,
         **({"profiles": profiles} if profiles else {}),
-        "cluster": {"brokers": list(cluster.brokers), "controllers": cluster.controllers},
+        "cluster": {"brokers": list(cluster.brokers), "controllers": cluster.controllers,
+                    **({"log_dirs": log_dirs} if log_dirs > 1 else {})},
         "topic": {"name": topic.name, "replicas": list(topic.replicas),
                   "min_insync_replicas": topic.min_insync_replicas},
         "steps": steps,

@@ -44,7 +44,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pytest_elr.actions import ACTIONS, Action, Heal, Lifecycle, Restart, Resume
+from pytest_elr.actions import ACTIONS, Action, Heal, Lifecycle, MoveLogDir, Restart, Resume
 from pytest_elr.backends import load_backend
 from pytest_elr.backends.base import Backend
 from pytest_elr.backends.model import ModelBackend
@@ -562,7 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.mutant:
         oracle = replace(oracle, rules=MUTANTS[args.mutant])
     args.out.mkdir(parents=True, exist_ok=True)
-    explorer = Explorer(backend, args.kafka_version, args.profile, oracle, args.out, ClusterSpec(brokers=BROKERS),
+    # two log dirs a broker, so that a drawn move between them runs, and every schedule on one cluster shape
+    explorer = Explorer(backend, args.kafka_version, args.profile, oracle, args.out,
+                        ClusterSpec(brokers=BROKERS, log_dirs=MoveLogDir.log_dirs_needed),
                         TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR),
                         confirm=args.confirm, shrink_replays=args.shrink_replays, mutant=args.mutant,
                         kafka_mutant=args.kafka_mutant)

@@ -38,12 +38,14 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    MoveLogDir,
     Pause,
     PowerOff,
     Produce,
     ReplaceDisk,
     Restart,
     Resume,
+    SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
     Slow,
@@ -62,12 +64,10 @@ VICTIMS = st.one_of(st.just("leader"), st.just("leader"), st.sampled_from(BROKER
 #: kinds of rule a schedule may use; each example enables a random subset ("swarm testing",
 #: Groce et al.), which finds bugs that need many faults of a few kinds far sooner
 KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy", "restart",
-         "pause", "flush", "min_isr", "unclean_election", "elect_leaders")
+         "pause", "flush", "min_isr", "unclean_election", "elect_leaders", "cluster_min_isr", "move")
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
-    "set_cluster_min_isr": "the topic's own min ISR overrides it: under kip966 it changes nothing; its kafka "
-                           "rule is staged by scenarios/min_isr_change_cluster_level.elr.yaml",
 }
 
 
@@ -209,6 +209,18 @@ class ProtocolMachine(RuleBasedStateMachine):
         elif self._running(b):
             self._do(PowerOff(brokers=(b,)))
 
+    @_enabled("move")
+    @rule(victim=VICTIMS, hold_assignment=st.booleans())
+    def move_log_dir(self, victim: int | str, hold_assignment: bool) -> None:
+        """A replica moved to another log dir while it serves (JBOD): its AssignReplicasToDirs is the
+        partition change apache/kafka PR #20716 found emptying the ELR before 4.3.0, and the moved
+        copy is unsynced until flushed. Held (``hold`` enabled too), it lands at the heal."""
+        b = self._target(victim)
+        if b is not None and self._running(b) and not self.model.brokers[b].paused:
+            if hold_assignment and "hold" in self.enabled:
+                self._do(HoldDirAssignments(broker=b))
+            self._do(MoveLogDir(broker=b))
+
     @_enabled("restart")
     @rule(b=st.sampled_from(BROKERS))
     def restart(self, b: int) -> None:
@@ -237,6 +249,15 @@ class ProtocolMachine(RuleBasedStateMachine):
     @rule(value=st.integers(1, len(BROKERS) + 1))
     def set_min_isr(self, value: int) -> None:
         self._do(SetMinIsr(value=value))
+
+    @_enabled("cluster_min_isr")
+    @rule(value=st.integers(1, len(BROKERS) + 1))
+    def set_cluster_min_isr(self, value: int) -> None:
+        """The cluster-wide default, which the topic's own min ISR overrides: nothing under the KIP
+        (KIP-966 "Other behaviors" 2 removes the ELR when "updating the config min.insync.replicas",
+        and the topic's did not change); under ``kafka`` every update clears every ELR and
+        LastKnownElr (``controller.change_cluster_min_isr``)."""
+        self._do(SetClusterMinIsr(value=value))
 
     @_enabled("unclean_election")
     @rule(enabled=st.booleans())

@@ -49,6 +49,8 @@ class ClusterClient:
 
     def __init__(self, cluster: KafkaCluster) -> None:
         self.cluster = cluster
+        #: why the latest ``registration`` found no record of the state asked for
+        self.registration_miss = ""
 
     # ------------------------------------------------------------ whom to ask
 
@@ -184,16 +186,22 @@ class ClusterClient:
         """The controller's record of the partition as ``state`` shows it, with what no client API
         returns (LeaderRecoveryState, the partition epoch): replayed from a controller's metadata
         log, the latest record matched on leader, leader epoch, ISR, ELR and LastKnownELR. None
-        when no controller's log holds that state yet."""
+        when no controller's log holds that state yet; then ``registration_miss`` says why."""
+        why: list[str] = []
         for controller in self.cluster.controller_ids:
             try:
                 registrations = self.cluster.metadata_log(controller).registrations(state.topic, state.partition)
-            except (SutError, docker.errors.DockerException):
+            except (SutError, docker.errors.DockerException) as exc:
+                why.append(f"controller {controller}'s log unreadable ({exc})")
                 continue  # this controller's log cannot be read right now: unknown, not false
             for reg in reversed(registrations):
                 if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr) == (
                         state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or ()):
                     return reg
+            latest = registrations[-1] if registrations else None
+            why.append(f"controller {controller}'s log: {len(registrations)} records, none of them this state "
+                       f"(latest: {latest})")
+        self.registration_miss = "; ".join(why) or "no controller"
         return None
 
     # ------------------------------------------------------------ waiting

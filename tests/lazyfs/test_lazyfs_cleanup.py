@@ -30,6 +30,10 @@ INNER = textwrap.dedent("""
             with open(os.path.join(fs.mountpoint, "f"), "wb") as f:
                 f.write(b"x")
             print("MOUNTED", flush=True)
+            # the outer test looks at the mount first: it creates LZ_GO once it has seen it
+            deadline = time.monotonic() + 30
+            while not os.path.exists(os.environ["LZ_GO"]) and time.monotonic() < deadline:
+                time.sleep(0.01)
             if os.environ["LZ_HOW"] == "fail":
                 assert False, "fails mid-way"
             time.sleep(60)  # killed or interrupted here
@@ -65,7 +69,8 @@ def test_nothing_left_mounted(tmp_path, needs_fuse, how: str) -> None:
     inner.write_text(INNER)
     mnt = str(tmp_path / "mnt")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, LZ_BACKING=str(tmp_path / "backing"), LZ_MNT=mnt, LZ_HOW=how,
+    go = tmp_path / "go"
+    env = dict(os.environ, LZ_BACKING=str(tmp_path / "backing"), LZ_MNT=mnt, LZ_HOW=how, LZ_GO=str(go),
                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:elr",
@@ -80,6 +85,7 @@ def test_nothing_left_mounted(tmp_path, needs_fuse, how: str) -> None:
         assert line, out.decode()
         out += line
     assert is_mounted(mnt)
+    go.touch()  # only now may the inner test fail (it would unmount before this looked)
     if how == "sigint":
         proc.send_signal(signal.SIGINT)
     elif how == "sigkill":

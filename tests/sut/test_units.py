@@ -284,3 +284,38 @@ def test_a_fault_repeated_on_a_faulty_link_leaves_its_toxic_alone(monkeypatch: p
     network.slow(0, 1, 5000)
     assert calls[-2:] == [("add", "to-b1", "slow-upstream"), ("add", "to-b0", "slow-downstream")]
 
+
+
+def test_a_registration_miss_says_why() -> None:
+    """No record of the observed state: the client says what each controller's log held, or why it
+    could not be read, so a partition epoch reported as unknown can be explained from the history."""
+    from pytest_elr.sut.admin import PartitionState
+    from pytest_elr.sut.errors import SutError
+    from pytest_elr.sut.metadata_log import Registration
+
+    held = Registration(leader=0, leader_epoch=0, partition_epoch=0, isr=(0, 1), elr=(), last_known_elr=(),
+                        recovering=False)
+
+    class Log:
+        def registrations(self, topic: str, partition: int) -> list[Registration]:
+            return [held]
+
+    class Broken:
+        def registrations(self, topic: str, partition: int) -> list[Registration]:
+            raise SutError("docker exec timed out")
+
+    class Cluster:
+        controller_ids = [1000, 1001]
+
+        def metadata_log(self, controller: int) -> object:
+            return Log() if controller == 1000 else Broken()
+
+    client = ClusterClient(Cluster())  # type: ignore[arg-type]
+    seen = PartitionState(topic="t", partition=0, leader=1, leader_epoch=1, replicas=(0, 1), isr=(1,), elr=(),
+                          last_known_elr=(), offline_replicas=())
+    assert client.registration(seen) is None
+    assert "controller 1000's log: 1 records, none of them this state (latest: Registration(leader=0" in \
+        client.registration_miss
+    assert "controller 1001's log unreadable (docker exec timed out)" in client.registration_miss
+    assert client.registration(PartitionState(topic="t", partition=0, leader=0, leader_epoch=0, replicas=(0, 1),
+                                              isr=(0, 1), elr=(), last_known_elr=(), offline_replicas=())) == held
