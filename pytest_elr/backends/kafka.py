@@ -589,10 +589,11 @@ class KafkaBackend(Backend):
         )
 
     def _registration(self, p: PartitionState) -> dict[str, Any]:
-        """LeaderRecoveryState and the partition epoch, from the controllers' metadata log (no
-        client API returns them), read again when the partition's state changed or an action was
+        """LeaderRecoveryState, the partition epoch and the replicas a reassignment adds and removes,
+        from the controllers' metadata log (no client API returns the first two; the others come
+        with them at no extra request), read again when the partition's state changed or an action was
         done (an unclean election and the recovery's end both change the state); None: not read."""
-        key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr)
+        key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr, p.replicas)
         if self._registration_read is None or self._registration_read[0] != key or self._registration_read[1] is None:
             self._registration_read = (key, self.client.registration(p))
         reg = self._registration_read[1]
@@ -600,7 +601,8 @@ class KafkaBackend(Backend):
         if reg is None and self.history is not None and miss != self._miss_recorded:
             self._miss_recorded = miss  # the history says why the epoch is unknown, once per state and reason
             self.history.record("registration_miss", state=str(p), why=self.client.registration_miss)
-        return {"recovering": reg.recovering if reg else None, "partition_epoch": reg.partition_epoch if reg else None}
+        return {"recovering": reg.recovering if reg else None, "partition_epoch": reg.partition_epoch if reg else None,
+                "adding": reg.adding if reg else None, "removing": reg.removing if reg else None}
 
     def unsynced_bytes(self) -> dict[int, int]:
         """Per broker, the bytes its disk layer holds that a power off would lose right now."""

@@ -274,6 +274,8 @@ class ModelCluster:
             held=self.held_alter(),
             partition_epoch=part.partition_epoch,
             replicas=tuple(part.replicas),
+            adding=tuple(sorted(part.adding)),
+            removing=tuple(sorted(part.removing)),
         )
 
     def held_alter(self) -> tuple[int, ...]:

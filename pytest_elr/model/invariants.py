@@ -89,10 +89,11 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     overlap = set(part.elr) & set(part.isr)
     if overlap:
         fail("elr_disjoint_from_isr", f"{sorted(overlap)} in both ISR and ELR")
-    # Counted among the assigned replicas: the replicas a reassignment removed that Kafka keeps in
-    # the ELR are the kafka profile's declared departure (``keep_elr_within_replicas``); under the
-    # KIP the ELR holds none (KIP-966 "Other behaviors" 4).
-    if m.profile.elr and len(part.isr) >= m.eff_min_isr and set(part.elr) & set(part.replicas):
+    # The replicas a reassignment removed that Kafka keeps in the ELR are the kafka profile's
+    # declared departure (``keep_elr_within_replicas``): only there are they left out of the count;
+    # under the KIP the ELR holds none (KIP-966 "Other behaviors" 4).
+    counted = set(part.elr) & set(part.replicas) if m.profile.reassignment_by_target_isr else set(part.elr)
+    if m.profile.elr and len(part.isr) >= m.eff_min_isr and counted:
         fail("elr_empty_at_min_isr", f"ISR has {len(part.isr)} >= min ISR {m.eff_min_isr}")
     if not m.profile.elr and part.elr:
         fail("no_elr_without_feature", "ELR is not empty with the feature off")

@@ -185,7 +185,7 @@ class ClusterClient:
     def registration(self, state: PartitionState) -> Registration | None:
         """The controller's record of the partition as ``state`` shows it, with what no client API
         returns (LeaderRecoveryState, the partition epoch): replayed from a controller's metadata
-        log, the latest record matched on leader, leader epoch, ISR, ELR and LastKnownELR. None
+        log, the latest record matched on leader, leader epoch, ISR, ELR, LastKnownELR and replicas. None
         when no controller's log holds that state yet; then ``registration_miss`` says why."""
         why: list[str] = []
         for controller in self.cluster.controller_ids:
@@ -195,8 +195,9 @@ class ClusterClient:
                 why.append(f"controller {controller}'s log unreadable ({exc})")
                 continue  # this controller's log cannot be read right now: unknown, not false
             for reg in reversed(registrations):
-                if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr) == (
-                        state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or ()):
+                if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr, reg.replicas) == (
+                        state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or (),
+                        state.replicas):
                     return reg
             latest = registrations[-1] if registrations else None
             why.append(f"controller {controller}'s log: {len(registrations)} records, none of them this state "
