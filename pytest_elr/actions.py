@@ -543,6 +543,52 @@ class ElectLeaders(Action):
 
 
 @dataclass(frozen=True)
+class Reassign(Action):
+    """Reassign the partition to ``replicas`` (AlterPartitionReassignments; in order, the first is
+    the preferred leader): the controller adds the new replicas beside the old ones, and completes
+    the move on its own -- drops the replicas being removed, elects a new leader if the leader
+    goes -- once the ISR allows (KIP-966 "Other behaviors" 4)."""
+
+    replicas: tuple[int, ...]
+    kind: ClassVar[str] = "reassign"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if not isinstance(arg, yaml.SequenceNode):
+            r.fail(arg, f"{what}: expected the target replica list, e.g. [1, 2, 3]")
+        replicas = r.brokers_list(arg, what)
+        if not replicas:
+            r.fail(arg, f"{what}: expected at least one replica")
+        twice = sorted({b for b in replicas if replicas.count(b) > 1})
+        if twice:
+            r.fail(arg, f"{what}: broker {twice[0]} is listed twice")
+        return [cls(replicas=tuple(replicas))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"reassign": list(self.replicas)}]
+
+    def named_brokers(self) -> tuple[int, ...]:
+        return self.replicas
+
+
+@dataclass(frozen=True)
+class CancelReassignment(Action):
+    """Cancel the partition's reassignment under way (AlterPartitionReassignments with no target):
+    the replicas it was adding leave, those it was removing stay (KIP-966 "Other behaviors" 4b)."""
+
+    kind: ClassVar[str] = "cancel_reassignment"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if not r.boolean(arg, what):
+            r.fail(arg, f"{what}: expected true (leave the item out to cancel nothing)")
+        return [cls()]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{"cancel_reassignment": True}]
+
+
+@dataclass(frozen=True)
 class Wait(Action):
     """Let time pass (a real cluster's timers run; the model has no clock)."""
 
@@ -559,9 +605,10 @@ class Wait(Action):
 
 
 __all__ = [
-    "ACTIONS", "Acks", "Action", "BrokerAction", "Crash", "Cut", "ElectLeaders", "Flush", "FORMS", "Heal",
-    "HoldDirAssignments", "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "ReplaceDisk",
-    "Restart", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait",
+    "ACTIONS", "Acks", "Action", "BrokerAction", "CancelReassignment", "Crash", "Cut", "ElectLeaders", "Flush",
+    "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce",
+    "Reassign", "ReplaceDisk", "Restart", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow",
+    "UncleanElection", "Wait",
     "action_forms", "action_from_event", "unhandled",
 ]
 

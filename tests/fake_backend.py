@@ -36,6 +36,22 @@ steps:
 verdict: {acked_loss: none}
 """
 
+#: a reassignment that waits for its added replica (down), then completes when it is back
+REASSIGNING = """
+name: harness-mutants-reassignment
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {name: t, replicas: [0, 1], min_insync_replicas: 1}
+steps:
+  - at: setup
+    do: [{produce: 5}, {crash: 2}]
+  - at: move
+    do: [{reassign: [0, 2]}]
+  - at: added-back
+    do: [{restart: 2}]
+verdict: {acked_loss: none}
+"""
+
 
 class Fake(ModelBackend):
     """The model as the system under test (the executor shadows it with a model of its own)."""
@@ -138,3 +154,18 @@ class PartitionEpochNotBumped(Fake):
 
     def observe(self) -> Observation:
         return replace(super().observe(), partition_epoch=0)
+
+
+class ReassignmentNotRead(Fake):
+    """Reports no reassignment under way, ever (what DescribeTopicPartitions alone shows: it has no
+    adding or removing replicas)."""
+
+    def observe(self) -> Observation:
+        return replace(super().observe(), adding=(), removing=())
+
+
+class ReplicasOfTheStart(Fake):
+    """Reports the replica set the topic was created with (an assignment read once and kept)."""
+
+    def observe(self) -> Observation:
+        return replace(super().observe(), replicas=(0, 1))

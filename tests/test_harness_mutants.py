@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fake_backend import (
+    REASSIGNING,
     SILENT,
     DrainStopsEarly,
     EarlierReadsSeeNothing,
@@ -28,7 +29,9 @@ from fake_backend import (
     LeaderEpochBumpedOnElrChange,
     PartitionEpochNotBumped,
     ProduceOutcomeOverwritten,
+    ReassignmentNotRead,
     RecoveringNotRead,
+    ReplicasOfTheStart,
 )
 
 from pytest_elr.scenario import executor
@@ -70,6 +73,14 @@ MUTANTS = [
            "the system differs from the model in partition_epoch: model moved, observed unchanged (0 -> 0)",
            lambda mp: mp.setattr(executor, "STATE_FIELDS", tuple(f for f in executor.STATE_FIELDS
                                                                   if f != "partition_epoch"))),
+    Mutant("the reassignment under way not compared", ReassignmentNotRead, lambda: parse_scenario(REASSIGNING),
+           "kafka", "after reassign, the system differs from the model in adding",
+           lambda mp: mp.setattr(executor, "STATE_FIELDS", tuple(f for f in executor.STATE_FIELDS
+                                                                  if f not in ("adding", "removing")))),
+    Mutant("the replicas not compared", ReplicasOfTheStart, lambda: parse_scenario(REASSIGNING), "kafka",
+           "after reassign, the system differs from the model in replicas",
+           lambda mp: mp.setattr(executor, "STATE_FIELDS", tuple(f for f in executor.STATE_FIELDS
+                                                                  if f != "replicas"))),
     Mutant("a produce outcome overwritten", ProduceOutcomeOverwritten, lambda: parse_scenario(SILENT), "kafka",
            "after produce, the system differs from the model in produce: "
            "model 3 not_enough_replicas, observed 5 acknowledged",

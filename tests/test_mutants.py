@@ -62,6 +62,10 @@ KILLED_BY = {
     "leader-epoch-bumped-on-elr-change": (
         "expectation leader_epoch", "scenario kip966-t0-t7-walkthrough [kip966]: step T5-registration"),
     "dir-assignment-empties-elr": ("expectation elr", "scenario kafka-dir-assignment-keeps-elr [kafka]: step new-disk"),
+    "reassignment-completes-under-min-isr": (
+        "expectation replicas", "scenario kafka-reassignment-keeps-removed-in-elr [kip966]: step shrink"),
+    "reassignment-cancelled-under-min-isr": (
+        "expectation replicas", "scenario kip966-reassignment-cancelled-under-min-isr [kip966]: step cancel"),
 }
 
 EXAMPLES = 100

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from pytest_elr.actions import (
     Action,
+    CancelReassignment,
     Crash,
     Cut,
     ElectLeaders,
@@ -41,6 +42,7 @@ from pytest_elr.actions import (
     Pause,
     PowerOff,
     Produce,
+    Reassign,
     ReplaceDisk,
     Restart,
     Resume,
@@ -418,6 +420,16 @@ class KafkaBackend(Backend):
                 raise BackendError(f"{election.name.lower()} election of {self.topic}-0 refused: {error}")
 
     @_do.register
+    def _(self, action: Reassign) -> Result:
+        self.client.reassign(self.topic, action.replicas)
+        return None
+
+    @_do.register
+    def _(self, action: CancelReassignment) -> Result:
+        self.client.cancel_reassignment(self.topic)
+        return None
+
+    @_do.register
     def _(self, action: Wait) -> Result:
         time.sleep(action.seconds)  # the scenario asked for time to pass
         return None
@@ -570,17 +582,18 @@ class KafkaBackend(Backend):
         return Observation(
             leader=p.leader, leader_epoch=p.leader_epoch, isr=tuple(sorted(p.isr)),
             elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
-            fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm,
+            fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm, replicas=p.replicas,
             leo={b: v for b, v in offsets.leo.items() if v is not None},
             **self._registration(p),
             held=tuple(sorted(s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0)),
         )
 
     def _registration(self, p: PartitionState) -> dict[str, Any]:
-        """LeaderRecoveryState and the partition epoch, from the controllers' metadata log (no
-        client API returns them), read again when the partition's state changed or an action was
+        """LeaderRecoveryState, the partition epoch and the replicas a reassignment adds and removes,
+        from the controllers' metadata log (no client API returns the first two; the others come
+        with them at no extra request), read again when the partition's state changed or an action was
         done (an unclean election and the recovery's end both change the state); None: not read."""
-        key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr)
+        key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr, p.replicas)
         if self._registration_read is None or self._registration_read[0] != key or self._registration_read[1] is None:
             self._registration_read = (key, self.client.registration(p))
         reg = self._registration_read[1]
@@ -588,7 +601,8 @@ class KafkaBackend(Backend):
         if reg is None and self.history is not None and miss != self._miss_recorded:
             self._miss_recorded = miss  # the history says why the epoch is unknown, once per state and reason
             self.history.record("registration_miss", state=str(p), why=self.client.registration_miss)
-        return {"recovering": reg.recovering if reg else None, "partition_epoch": reg.partition_epoch if reg else None}
+        return {"recovering": reg.recovering if reg else None, "partition_epoch": reg.partition_epoch if reg else None,
+                "adding": reg.adding if reg else None, "removing": reg.removing if reg else None}
 
     def unsynced_bytes(self) -> dict[int, int]:
         """Per broker, the bytes its disk layer holds that a power off would lose right now."""

@@ -28,6 +28,12 @@ class Observation:
     held: tuple[int, ...] = ()
     #: bumped by every change of the controller's partition record (no client API returns it)
     partition_epoch: int | None = None
+    #: the assigned replicas (during a reassignment the target's and those being removed); None: not read
+    replicas: tuple[int, ...] | None = None
+    #: the replicas a reassignment under way adds and removes (both empty: none under way; no client
+    #: API but ListPartitionReassignments returns them); None: not read
+    adding: tuple[int, ...] | None = None
+    removing: tuple[int, ...] | None = None
 
     def as_event(self) -> dict[str, object]:
         return {
@@ -42,6 +48,9 @@ class Observation:
             "recovering": self.recovering,
             "held": list(self.held),
             "partition_epoch": self.partition_epoch,
+            "replicas": None if self.replicas is None else list(self.replicas),
+            "adding": None if self.adding is None else list(self.adding),
+            "removing": None if self.removing is None else list(self.removing),
         }
 
 

@@ -13,6 +13,7 @@ from functools import singledispatchmethod
 
 from pytest_elr.actions import (
     Action,
+    CancelReassignment,
     Crash,
     Cut,
     ElectLeaders,
@@ -24,6 +25,7 @@ from pytest_elr.actions import (
     Pause,
     PowerOff,
     Produce,
+    Reassign,
     ReplaceDisk,
     Restart,
     Resume,
@@ -126,6 +128,10 @@ class ModelCluster:
     #: (``model/invariants.py``): each change of leader, ISR, ELR or RECOVERING as (before, after),
     #: seen after every action and every controller round (no change is made elsewhere) ...
     changes: list[tuple[PartitionView, PartitionView]] = field(default_factory=list)
+    #: ... beside each change, the members a leader's AlterPartition added to the ISR in it (caught
+    #: up, as the leader vouched: Kafka elects from that ISR when the same change moves the leader
+    #: away, a reassignment completing) ...
+    admitted: list[frozenset[int]] = field(default_factory=list)
     #: ... each move of the leader's HWM (from, to, committed ISR size, effective min ISR) ...
     hwm_moves: list[tuple[int, int, int, int]] = field(default_factory=list)
     #: ... each replica the controller added to the ISR (broker, records it held below the
@@ -140,6 +146,7 @@ class ModelCluster:
     _view_epoch: int = -1
     _next_epoch: int = 1
     _seen: PartitionView = field(init=False)  # the partition as ``changes`` last saw it
+    _admitted_since_seen: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         unknown = set(self.replicas) - set(self.brokers_ids)
@@ -266,6 +273,9 @@ class ModelCluster:
             recovering=part.recovering,
             held=self.held_alter(),
             partition_epoch=part.partition_epoch,
+            replicas=tuple(part.replicas),
+            adding=tuple(sorted(part.adding)),
+            removing=tuple(sorted(part.removing)),
         )
 
     def held_alter(self) -> tuple[int, ...]:
@@ -474,8 +484,30 @@ class ModelCluster:
         return None
 
     @_do.register
+    def _(self, action: Reassign) -> Result:
+        controller.start_reassignment(self.part, list(action.replicas), self.ctx)
+        self._follow_assignment()
+        return None
+
+    @_do.register
+    def _(self, action: CancelReassignment) -> Result:
+        error = controller.cancel_reassignment(self.part, self.ctx)
+        if error == "NO_REASSIGNMENT_IN_PROGRESS":
+            raise ModelError("cancel_reassignment: no reassignment is under way (NO_REASSIGNMENT_IN_PROGRESS)")
+        self._follow_assignment()
+        return None
+
+    @_do.register
     def _(self, action: Wait) -> Result:
         return None  # the model has no clock: its timeouts fire in every settle
+
+    def _follow_assignment(self) -> None:
+        """The brokers hold the replicas the controller assigns: a broker newly assigned starts an
+        empty log (a removed replica's log is deleted, so one added again starts over too)."""
+        for b in self.part.replicas:
+            if b not in self.replicas:
+                self.logs[b] = Replica(broker=b)
+        self.replicas = list(self.part.replicas)
 
     def _running(self, broker: int) -> Broker:
         b = self.brokers[broker]
@@ -640,7 +672,9 @@ class ModelCluster:
         now = self.part.view()
         if now != self._seen:
             self.changes.append((self._seen, now))
+            self.admitted.append(frozenset(self._admitted_since_seen))
             self._seen = now
+        self._admitted_since_seen.clear()
 
     def fingerprint(self) -> tuple[object, ...]:
         p = self.part
@@ -671,7 +705,7 @@ class ModelCluster:
                 broker.epoch = self._new_epoch()
                 broker.registered = True
                 broker.clean_marker = None  # removed once the log manager is up
-                if not clean and b in part.replicas:
+                if not clean and (b in part.replicas or b in part.elr):
                     self.unclean_restarted.add(b)
                     if b in part.elr or b in part.isr:
                         self.quorum_shrunk_by = f"broker {b} registered after an unclean shutdown"
@@ -710,12 +744,14 @@ class ModelCluster:
                     self.rejected_alter, self.rejected_view = req, self._brokers_view()
                 else:
                     joined = {b for b, _ in req.new_isr if b not in before}
+                    self._admitted_since_seen |= joined
                     self.unclean_restarted -= joined  # caught up: the leader let it in
                     lead = self.logs[req.leader]
                     self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log[: lead.hwm]), lead.hwm)
                                        for b in sorted(joined)]
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
+        self._follow_assignment()
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
         # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
         # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched

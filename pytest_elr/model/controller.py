@@ -391,13 +391,124 @@ def elect_preferred_leader(part: PartitionRecord, ctx: ControllerContext) -> Non
         return
     seat_leader(part, preferred, False, ctx)
 
+@one_partition_change
+def start_reassignment(part: PartitionRecord, target: list[int], ctx: ControllerContext) -> None:
+    """An operator reassigns the partition (AlterPartitionReassignments): the replicas in
+    ``target`` and not assigned yet are added beside the current ones, those not in ``target``
+    are to be removed; the replica list becomes the target followed by the replicas being removed
+    (Kafka's ``PartitionReassignmentReplicas``). The change completes at once if the ISR already
+    allows it (``complete_reassignment``). A reassignment under way is replaced, the current
+    replica list (both sets) counting as the assignment.
+
+    KIP-966, "Other behaviors" 4: "The *AlterPartitionReassignments*. The leader updates the ISR
+    implicitly with *AlterPartition* requests." Measured on Kafka 4.4.0: [0, 1, 2] -> [1, 2, 3]
+    lists replicas (1, 2, 3, 0), adding (3), removing (0).
+
+    Mutation switch: none (``complete_reassignment`` has one).
+    """
+    current = list(part.replicas)
+    if target == current and not part.reassigning:
+        return  # nothing to move: Kafka writes no change
+    part.adding = [b for b in target if b not in current]
+    part.removing = [b for b in current if b not in target]
+    part.replicas = [*target, *part.removing]
+    bump(part, leader_change=False)
+    propose_isr(part, list(part.isr), ctx)
+
+
+def complete_reassignment(part: PartitionRecord, proposed: list[int], min_isr: int,
+                          ctx: ControllerContext) -> list[int] | None:
+    """The final replica set if the proposed ISR completes the reassignment under way, else None:
+    every replica it adds is in the ISR, some replica it keeps is too, and -- under the KIP -- the
+    ISR left once the removed replicas go meets min ISR: the effective min ISR of the replica set
+    as the controller builds the change, before the move shrinks it.
+
+    KIP-966, "Other behaviors" 4a: "The current behavior, when completing the reassignment, all the
+    adding replicas should be in ISR. This behavior can result in 1 replica in ISR. ... So we
+    propose to enforce that the reassignment can only be completed if the ISR size is larger or
+    equal to min ISR."
+
+    Profiles: ``kafka`` and ``legacy`` complete whatever min ISR (``Profile.reassignment_by_target_isr``):
+    measured on Kafka 4.4.0, [0, 1, 2] -> [1, 2, 3] with the ISR [0] (1, 2 fenced) completed as soon
+    as 3 joined, with the ISR [3]; [0, 1, 2] -> [0, 1, 3] completed with 1 unfenced but out of the ISR.
+
+    Mutation switch: ``Rules.reassignment_waits_for_min_isr`` (off: completes under min ISR).
+    """
+    if not part.reassigning:
+        return None
+    isr = [b for b in proposed if b not in part.removing]
+    if not isr or not set(part.adding) <= set(isr):
+        return None
+    if len(isr) < min_isr:
+        if not ctx.profile.reassignment_by_target_isr and ctx.profile.rules.reassignment_waits_for_min_isr:
+            return None
+        ctx.depart("complete_reassignment")
+    return [b for b in part.replicas if b not in part.removing]
+
+
+@one_partition_change
+def cancel_reassignment(part: PartitionRecord, ctx: ControllerContext) -> str | None:
+    """An operator cancels the reassignment under way: the replicas it was adding leave the
+    assignment and the ISR, those it was removing stay (Kafka's ``PartitionReassignmentRevert``).
+    Refused when no reassignment is under way (NO_REASSIGNMENT_IN_PROGRESS), when the ISR would be
+    empty (INVALID_REPLICA_ASSIGNMENT: Kafka's revert would be an unclean election, refused without
+    unclean.leader.election.enable), and -- under the KIP -- while the ISR left would be under min
+    ISR: the reassignment then carries on.
+
+    KIP-966, "Other behaviors" 4b: "This min ISR requirement is also enforced when the reassignment
+    is canceled."
+
+    Profiles: ``kafka`` and ``legacy`` cancel whatever the ISR left (``Profile.reassignment_by_target_isr``).
+
+    Mutation switch: ``Rules.cancellation_waits_for_min_isr`` (off: cancelled under min ISR).
+    """
+    if not part.reassigning:
+        return "NO_REASSIGNMENT_IN_PROGRESS"
+    original = [b for b in part.replicas if b not in part.adding]
+    isr = [b for b in part.isr if b not in part.adding]
+    if not isr:
+        return "INVALID_REPLICA_ASSIGNMENT"
+    if len(isr) < ctx.eff(part):
+        if not ctx.profile.reassignment_by_target_isr and ctx.profile.rules.cancellation_waits_for_min_isr:
+            return "under min ISR"
+        ctx.depart("cancel_reassignment")
+    propose_isr(part, isr, ctx, final=original)
+    return None
+
+
+def keep_elr_within_replicas(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """A completed or cancelled reassignment leaves no replica outside the final replica set in the
+    ELR. Under the KIP the move completes only at min ISR, where ELR update rule 1 has emptied the
+    ELR already, so this holds by construction there (no switch: its mutant would be equivalent).
+
+    KIP-966, "Other behaviors" 4: "The controller will make sure than upon completion, the ELR only
+    contains replicas in the final replica set."
+
+    Profiles: ``kafka`` and ``legacy`` keep the ELR the change built from the replica set before
+    the move (``Profile.reassignment_by_target_isr``): measured on Kafka 4.4.0, [0, 1, 2] -> [0]
+    at min ISR 2 left ELR [1, 2], two replicas no longer assigned.
+
+    Mutation switch: none.
+    """
+    outside = [b for b in part.elr if b not in part.replicas]
+    if not outside:
+        return
+    if ctx.profile.reassignment_by_target_isr:
+        ctx.depart("keep_elr_within_replicas")
+        return
+    part.elr = [b for b in part.elr if b in part.replicas]
+
+
 # --- 3. the partition change -----------------------------------------------------------------
 
 
-def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerContext) -> None:
+def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerContext,
+                final: list[int] | None = None) -> None:
     """One partition change from a proposed ISR, in the steps of Kafka's
-    ``PartitionChangeBuilder.build()``: update ISR and ELR (one of the two ELR update rules),
-    remember the last leader (kafka), bump the partition epoch, then elect if the leader is gone.
+    ``PartitionChangeBuilder.build()``: complete a reassignment the ISR allows (or the one
+    ``final`` names: a cancellation's), update ISR and ELR (one of the two ELR update rules) with
+    the min ISR of the replica set as it stands, remember the last leader (kafka), bump the
+    partition epoch -- and the leader epoch when replicas leave -- then elect if the leader is gone.
 
     KIP-966, "Controller behaviors": "ELR update will take a proposed ISR and the controller does
     the following:"
@@ -405,15 +516,28 @@ def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerConte
     Mutation switch: none (the steps have theirs).
     """
     proposed = part.ordered(proposed)
+    eff = ctx.eff(part)  # Kafka builds the change with the replication factor before the move
+    if final is None:
+        final = complete_reassignment(part, proposed, eff, ctx)
+    if final is not None:
+        proposed = [b for b in proposed if b in final]
     if not ctx.profile.elr:
         keep_last_isr_member(part, proposed)
     else:
-        if len(proposed) >= ctx.eff(part):
+        if len(proposed) >= eff:
             clear_elr_at_min_isr(part, ctx)
         else:
             extend_elr_under_min_isr(part, proposed, ctx)
         part.isr = proposed
-    bump(part, leader_change=False)
+    replicas_leave = False
+    if final is not None:
+        # Kafka's triggerLeaderEpochBumpForReplicaReassignmentIfNeeded: a replica that leaves
+        # the assignment bumps the leader epoch (measured on 4.4.0: [0, 1, 2] -> [0], 0 -> 1)
+        replicas_leave = not set(final) >= set(part.replicas)
+        part.replicas, part.adding, part.removing = list(final), [], []
+        part.isr = part.ordered(part.isr)
+        keep_elr_within_replicas(part, ctx)
+    bump(part, leader_change=replicas_leave)
     maybe_elect(part, ctx)
 
 
@@ -568,7 +692,7 @@ def choose_leader(part: PartitionRecord, ctx: ControllerContext) -> tuple[int | 
         if electable(b, ctx):
             return b, False
     if ctx.profile.elr and not part.isr:
-        for b in part.elr:
+        for b in (b for b in part.elr if b in part.replicas):  # Kafka elects among the assigned replicas only
             if electable(b, ctx):
                 return b, False
         if ctx.profile.last_known is LastKnown.ELR_SET:

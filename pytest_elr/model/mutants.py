@@ -45,6 +45,8 @@ MUTANTS: dict[str, Rules] = {
     "preferred-elected-from-elr-beside-isr": Rules(preferred_must_be_valid=False),
     "leader-epoch-bumped-on-elr-change": Rules(elr_change_keeps_leader_epoch=False),
     "dir-assignment-empties-elr": Rules(dir_assignment_keeps_elr=False),
+    "reassignment-completes-under-min-isr": Rules(reassignment_waits_for_min_isr=False),
+    "reassignment-cancelled-under-min-isr": Rules(cancellation_waits_for_min_isr=False),
 }
 
 BROKERS = (0, 1, 2)

@@ -62,6 +62,8 @@ class Rules:
     preferred_must_be_valid: bool = True  # elect_preferred_leader: an ELR member only while the ISR is empty
     elr_change_keeps_leader_epoch: bool = True  # one_partition_change: an ELR change alone keeps the leader epoch
     dir_assignment_keeps_elr: bool = True  # reassign_directory: a replica's new directory keeps the ELR
+    reassignment_waits_for_min_isr: bool = True  # complete_reassignment: completed only at min ISR
+    cancellation_waits_for_min_isr: bool = True  # cancel_reassignment: cancelled only at min ISR
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,10 @@ class Profile:
     #: lossy ones (design notes 5.1.2, which rely on balanced unclean recovery inspecting the logs:
     #: only a profile that has it may count lossy shutdowns alone; model/ledger.py)
     tolerance_counts_crashes: bool = False
+    #: a reassignment completes once the ISR holds the replicas it adds, and is cancelled, whatever
+    #: min ISR; the ELR of that change is built from the replica set before the move, so replicas it
+    #: removed may stay in it (measured on Kafka 4.4.0: controller.complete_reassignment)
+    reassignment_by_target_isr: bool = False
     description: str = ""
     #: differences from the real system the model does not reproduce (docs/model.md)
     deviations: tuple[Deviation, ...] = ()
@@ -125,6 +131,7 @@ PROFILES: dict[str, Profile] = {
         directory_ids=True,
         hwm_waits_for_an_event=True,
         tolerance_counts_crashes=True,
+        reassignment_by_target_isr=True,
         description="Apache Kafka 4.1+ as shipped (ELR on; LastKnownElr = last leader)",
         kip_differences=(
             Deviation(
@@ -168,6 +175,31 @@ PROFILES: dict[str, Profile] = {
                 "scenarios/kafka_20716_jbod_move_then_lossy_leader.elr.yaml",
                 summary="a replica's new directory moves the partition (KIP-858)",
             ),
+            Deviation(
+                "complete_reassignment",
+                "a reassignment completes once the ISR holds the replicas it adds, whatever min ISR: "
+                "[0, 1, 2] -> [1, 2, 3] with the ISR [0] completed as soon as 3 joined, leaving the ISR "
+                "[3]; KIP-966 'Other behaviors' 4a: 'the reassignment can only be completed if the ISR "
+                "size is larger or equal to min ISR'",
+                "measured on Kafka 4.4.0 (2026-11-26): scenarios/kip966_reassignment_under_min_isr.elr.yaml",
+                summary="reassignment completes under min ISR",
+            ),
+            Deviation(
+                "cancel_reassignment",
+                "a reassignment is cancelled whatever the ISR left; KIP-966 'Other behaviors' 4b: 'This min "
+                "ISR requirement is also enforced when the reassignment is canceled'",
+                "measured on Kafka 4.4.0 (2026-11-26): scenarios/kip966_reassignment_cancelled_under_min_isr.elr.yaml",
+                summary="reassignment cancelled under min ISR",
+            ),
+            Deviation(
+                "keep_elr_within_replicas",
+                "replicas a completed reassignment removed stay in the ELR (the change builds the ELR from "
+                "the replica set before the move); KIP-966 'Other behaviors' 4: 'upon completion, the ELR "
+                "only contains replicas in the final replica set'",
+                "measured on Kafka 4.4.0 (2026-11-26): [0, 1, 2] -> [0] at min ISR 2 left ELR [1, 2]; "
+                "scenarios/kip966_reassignment_removes_elr_member.elr.yaml",
+                summary="removed replicas stay in the ELR",
+            ),
         ),
     ),
     "legacy": Profile(
@@ -178,6 +210,7 @@ PROFILES: dict[str, Profile] = {
         directory_ids=True,
         hwm_waits_for_an_event=True,
         tolerance_counts_crashes=True,
+        reassignment_by_target_isr=True,
         description="ELR off: the ISR never empties, the last ISR member is re-elected",
     ),
 }

@@ -65,14 +65,23 @@ class PartitionRecord:
     elr: list[int] = field(default_factory=list)
     last_known_elr: list[int] = field(default_factory=list)
     recovering: bool = False  # LeaderRecoveryState=RECOVERING after an unclean election
+    #: a reassignment under way: the replicas it adds and removes (``replicas`` is then the target
+    #: followed by the replicas being removed, as Kafka lists it)
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
 
     def view(self) -> PartitionView:
         return PartitionView(self.leader, self.leader_epoch, tuple(self.isr), tuple(self.elr), self.recovering)
 
     def ordered(self, members: set[int] | list[int]) -> list[int]:
-        """Members in replica-assignment order (how Kafka lists them and elects)."""
+        """Members in replica-assignment order (how Kafka lists them and elects); members no longer
+        assigned (kept in the ELR by Kafka's reassignment) after them, in id order."""
         wanted = set(members)
-        return [r for r in self.replicas if r in wanted]
+        return [r for r in self.replicas if r in wanted] + sorted(wanted - set(self.replicas))
 
 
 @dataclass(frozen=True)

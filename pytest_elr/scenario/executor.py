@@ -44,7 +44,7 @@ POLL_INTERVAL_S = 0.25
 #: not to the model's value (``Executor._hwm_differences``); the leader epoch is counted from the
 #: start (``Executor._epoch_base``), the partition epoch held to whether it moved (``_moved``)
 STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering",
-                "leader_epoch", "partition_epoch", "hwm")
+                "leader_epoch", "partition_epoch", "hwm", "replicas", "adding", "removing")
 #: the epochs of the partition record
 EPOCHS = ("leader_epoch", "partition_epoch")
 #: lost records named in one loss_evidence event (the count is always complete)
@@ -853,8 +853,8 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
         if key == "leader":
             if obs.leader != want:
                 out.append(f"leader: expected {_b(want)}, observed {_b(obs.leader)}")
-        elif key in ("isr", "elr", "last_known_elr", "fenced", "held"):
-            got = frozenset(getattr(obs, key))
+        elif key in ("isr", "elr", "last_known_elr", "fenced", "held", "replicas", "adding", "removing"):
+            got = frozenset(getattr(obs, key) or ())
             if got != want:
                 out.append(f"{key}: expected {sorted(want)}, observed {sorted(got)}")
         elif key == "hwm":
@@ -1001,7 +1001,8 @@ def _as_yaml(value: Any) -> Any:
 
 def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
     """What the step observed for the expectation ``key``, in the expectation's form."""
-    if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering", *EPOCHS):
+    if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering", "replicas", "adding",
+               "removing", *EPOCHS):
         return _as_yaml(getattr(obs, key, None))
     if key == "produce":
         return [{"acked": p.acked, "outcomes": p.words()} for p in ctx.produces]

@@ -404,7 +404,8 @@ class _Builder:
                     return None
                 r.fail(value, f"{what}: expected a broker id or none (no leader), got {value.value!r}")
             return r.broker(value, what)
-        if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held"):
+        if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held", "replicas", "adding",
+                   "removing"):
             return frozenset(r.brokers_list(value, what))
         if key == "hwm":
             if value.tag == "tag:yaml.org,2002:int":

@@ -14,12 +14,13 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 #: expectation keys and what they hold (see docs/language.md)
 EXPECTATION_KEYS = (
     "leader", "isr", "elr", "last_known_elr", "fenced", "hwm", "produce", "rejected", "lost",
-    "recovering", "held", "leader_epoch", "partition_epoch",
+    "recovering", "held", "leader_epoch", "partition_epoch", "replicas",
+    "adding", "removing",
 )
 #: what the executor holds a system to the model on (the state after every fault, caught-up
 #: followers, each produce's outcome): the keys of a step's ``differs``
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "leader_epoch",
-              "partition_epoch", "hwm", "caught_up",
+              "partition_epoch", "hwm", "replicas", "adding", "removing", "caught_up",
               "produce")
 
 #: what the verdict (the known-failure "step" ``verdict``) fails with: the judge's problems

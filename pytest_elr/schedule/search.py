@@ -31,6 +31,7 @@ from hypothesis.stateful import (
 
 from pytest_elr.actions import (
     Action,
+    CancelReassignment,
     Crash,
     Cut,
     ElectLeaders,
@@ -42,6 +43,7 @@ from pytest_elr.actions import (
     Pause,
     PowerOff,
     Produce,
+    Reassign,
     ReplaceDisk,
     Restart,
     Resume,
@@ -64,7 +66,8 @@ VICTIMS = st.one_of(st.just("leader"), st.just("leader"), st.sampled_from(BROKER
 #: kinds of rule a schedule may use; each example enables a random subset ("swarm testing",
 #: Groce et al.), which finds bugs that need many faults of a few kinds far sooner
 KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy", "restart",
-         "pause", "flush", "min_isr", "unclean_election", "elect_leaders", "cluster_min_isr", "move")
+         "pause", "flush", "min_isr", "unclean_election", "elect_leaders", "cluster_min_isr", "move",
+         "reassign")
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
@@ -220,6 +223,29 @@ class ProtocolMachine(RuleBasedStateMachine):
             if hold_assignment and "hold" in self.enabled:
                 self._do(HoldDirAssignments(broker=b))
             self._do(MoveLogDir(broker=b))
+
+    @_enabled("reassign")
+    @rule(order=st.permutations(BROKERS), size=st.integers(1, len(BROKERS)),
+          aim=st.sampled_from(["elr", "leader", "elr", "any"]))
+    def reassign(self, order: list[int], size: int, aim: str) -> None:
+        """A reassignment aimed where KIP-966 "Other behaviors" 4 speaks: most often one that removes an
+        ELR member ("upon completion, the ELR only contains replicas in the final replica set") or
+        moves the leader away, drawn whatever the ISR, so under min ISR too ("the reassignment can
+        only be completed if the ISR size is larger or equal to min ISR")."""
+        part = self.model.part
+        target = list(order[:size])
+        aimed_at = part.elr[:1] if aim == "elr" else [part.leader] if aim == "leader" else []
+        if aimed_at and aimed_at != [None]:
+            target = [b for b in order if b in part.replicas and b not in aimed_at] or target
+        self._do(Reassign(replicas=tuple(target)))
+
+    @_enabled("reassign")
+    @rule()
+    def cancel_reassignment(self) -> None:
+        """Cancelled while under way (KIP-966 "Other behaviors" 4b: "This min ISR requirement is also
+        enforced when the reassignment is canceled")."""
+        if self.model.part.reassigning:
+            self._do(CancelReassignment())
 
     @_enabled("restart")
     @rule(b=st.sampled_from(BROKERS))

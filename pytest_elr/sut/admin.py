@@ -21,6 +21,9 @@ ListOffsets            2     6        ReplicaId=-1: leader's HWM; ReplicaId=-2 (
 AlterReplicaLogDirs    34    2        move a replica to another of its broker's log dirs (JBOD)
 DescribeLogDirs        35    3        which log dir holds a replica, and whether a future
                                       copy (a move under way) is there too
+AlterPartitionReassignments 45 0      start a reassignment to a target replica list, or
+                                      cancel one (a null list)
+ListPartitionReassignments 46  0      a reassignment under way: replicas, adding, removing
 =====================  ====  =======  ==========================================
 
 Per-replica LEO: ``DescribeLogDirs`` reports ``OffsetLag`` = max(HW - LEO, 0)
@@ -48,6 +51,7 @@ ERRORS = {
     39: "INVALID_REPLICA_ASSIGNMENT", 40: "INVALID_CONFIG", 41: "NOT_CONTROLLER",
     42: "INVALID_REQUEST", 51: "CONCURRENT_TRANSACTIONS", 56: "KAFKA_STORAGE_ERROR",
     57: "LOG_DIR_NOT_FOUND", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH", 89: "THROTTLING_QUOTA_EXCEEDED",
+    85: "NO_REASSIGNMENT_IN_PROGRESS",
     5: "LEADER_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     15: "COORDINATOR_NOT_AVAILABLE", 0: "NONE",
 }
@@ -344,3 +348,82 @@ def describe_replica_dirs(host: str, port: int, topic: str, partition: int,
 
     r.compact_array(result)
     return found
+
+
+def alter_partition_reassignment(host: str, port: int, topic: str, partition: int,
+                                 replicas: Sequence[int] | None, timeout_ms: int = 30000) -> None:
+    """AlterPartitionReassignments v0 for one partition: reassign it to ``replicas`` (in order, the
+    first is the preferred leader), or cancel the reassignment under way (``None``: a null list)."""
+    def part(w: Writer, _: object) -> None:
+        w.int32(partition)
+        if replicas is None:
+            w.uvarint(0)  # a null compact array: cancel
+        else:
+            w.compact_array(replicas, Writer.int32)
+        w.tags()
+
+    body = Writer().int32(timeout_ms)
+    body.compact_array([topic], lambda w, t: w.compact_string(t).compact_array([None], part).tags())
+    body.tags()
+    r = request(host, port, 45, 0, bytes(body.buf), timeout_s=timeout_ms / 1000 + 5)
+    r.int32()
+    what = f"{'cancel reassignment of' if replicas is None else 'reassign'} {topic}-{partition}"
+    code, msg = r.int16(), r.compact_string()
+    if code:
+        raise _err(code, what, msg)
+    errors: list[KafkaProtocolError] = []
+
+    def part_resp(r: Reader) -> None:
+        r.int32()
+        code, msg = r.int16(), r.compact_string()
+        r.tags()
+        if code:
+            errors.append(_err(code, what, msg))
+
+    def top(r: Reader) -> None:
+        r.compact_string()
+        r.compact_array(part_resp)
+        r.tags()
+
+    r.compact_array(top)
+    if errors:
+        raise errors[0]
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """A partition's reassignment under way, as the controller lists it."""
+
+    replicas: tuple[int, ...]  # the current (union) replica set, in order
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+def list_partition_reassignment(host: str, port: int, topic: str, partition: int,
+                                timeout_s: float = 5.0) -> Reassignment | None:
+    """ListPartitionReassignments v0 for one partition: its reassignment under way, or None."""
+    body = Writer().int32(int(timeout_s * 1000))
+    body.compact_array([topic], lambda w, t: w.compact_string(t).compact_array([partition], Writer.int32).tags())
+    body.tags()
+    r = request(host, port, 46, 0, bytes(body.buf), timeout_s)
+    r.int32()
+    code, msg = r.int16(), r.compact_string()
+    if code:
+        raise _err(code, f"list reassignments of {topic}-{partition}", msg)
+    found: list[Reassignment] = []
+
+    def top(r: Reader) -> None:
+        name = r.compact_string()
+
+        def part(r: Reader) -> None:
+            index = r.int32()
+            replicas, adding, removing = r.int32_array(), r.int32_array(), r.int32_array()
+            r.tags()
+            if name == topic and index == partition:
+                found.append(Reassignment(_t(replicas), _s(adding), _s(removing)))
+
+        r.compact_array(part)
+        r.tags()
+
+    r.compact_array(top)
+    return found[0] if found else None

@@ -109,6 +109,19 @@ class ClusterClient:
         return produce.produce(HOST, self.cluster.client_port(leader), topic, partition,
                                values, acks, timeout_ms)
 
+    def reassign(self, topic: str, replicas: Sequence[int], partition: int = 0) -> None:
+        """Start moving the partition to ``replicas`` (AlterPartitionReassignments); the
+        controller completes it on its own once the ISR allows."""
+        self._ask(lambda port: admin.alter_partition_reassignment(HOST, port, topic, partition, list(replicas)))
+
+    def cancel_reassignment(self, topic: str, partition: int = 0) -> None:
+        """Cancel the partition's reassignment under way (NO_REASSIGNMENT_IN_PROGRESS if none)."""
+        self._ask(lambda port: admin.alter_partition_reassignment(HOST, port, topic, partition, None))
+
+    def reassignment(self, topic: str, partition: int = 0, via: int | None = None) -> admin.Reassignment | None:
+        """The partition's reassignment under way (replicas, adding, removing), or None."""
+        return self._ask(lambda port: admin.list_partition_reassignment(HOST, port, topic, partition, 3.0), via)
+
     def move_to_next_log_dir(self, node: int, topic: str, partition: int = 0, timeout_s: float = 30.0) -> str:
         """Move ``node``'s replica to the log dir after the one holding it (JBOD), and wait until
         the broker has swapped the copies: only the new dir holds it, and no future copy is left.
@@ -172,7 +185,7 @@ class ClusterClient:
     def registration(self, state: PartitionState) -> Registration | None:
         """The controller's record of the partition as ``state`` shows it, with what no client API
         returns (LeaderRecoveryState, the partition epoch): replayed from a controller's metadata
-        log, the latest record matched on leader, leader epoch, ISR, ELR and LastKnownELR. None
+        log, the latest record matched on leader, leader epoch, ISR, ELR, LastKnownELR and replicas. None
         when no controller's log holds that state yet; then ``registration_miss`` says why."""
         why: list[str] = []
         for controller in self.cluster.controller_ids:
@@ -182,8 +195,9 @@ class ClusterClient:
                 why.append(f"controller {controller}'s log unreadable ({exc})")
                 continue  # this controller's log cannot be read right now: unknown, not false
             for reg in reversed(registrations):
-                if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr) == (
-                        state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or ()):
+                if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr, reg.replicas) == (
+                        state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or (),
+                        state.replicas):
                     return reg
             latest = registrations[-1] if registrations else None
             why.append(f"controller {controller}'s log: {len(registrations)} records, none of them this state "

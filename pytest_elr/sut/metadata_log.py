@@ -48,6 +48,10 @@ class Registration:
     elr: tuple[int, ...]
     last_known_elr: tuple[int, ...]
     recovering: bool
+    #: the assigned replicas, and those a reassignment under way adds and removes (empty: none)
+    replicas: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
 
 class MetadataLog:
@@ -101,10 +105,10 @@ class MetadataLog:
 
     def _partition_record(self, r: Reader, version: int) -> None:
         partition, topic = r.int32(), self._topics.get(r.uuid())
-        r.int32_array()  # replicas
+        replicas = r.int32_array() or []
         isr = r.int32_array() or []
-        r.int32_array()  # removing
-        r.int32_array()  # adding
+        removing = r.int32_array() or []
+        adding = r.int32_array() or []
         leader = r.int32()
         leader_epoch, partition_epoch = r.int32(), r.int32()
         if version >= 1:
@@ -116,6 +120,7 @@ class MetadataLog:
             leader=None if leader < 0 else leader, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
             isr=tuple(sorted(isr)), elr=_ids(tags.get(1)), last_known_elr=_ids(tags.get(2)),
             recovering=tags.get(0, b"\x00")[0] == RECOVERING,
+            replicas=tuple(replicas), adding=tuple(sorted(adding)), removing=tuple(sorted(removing)),
         )
         self._states[(topic, partition)] = [state]
 
@@ -137,6 +142,11 @@ class MetadataLog:
             elr=_ids(tags[6]) if 6 in tags else state.elr,
             last_known_elr=_ids(tags[7]) if 7 in tags else state.last_known_elr,
             recovering=state.recovering if recovery is None or recovery == 0xFF else recovery == RECOVERING,
+            # a list tag absent is null, "unchanged" (``PartitionRegistration.merge``); the
+            # reassignment's end writes both lists empty
+            replicas=tuple(Reader(tags[2]).int32_array() or []) if 2 in tags else state.replicas,
+            removing=_ids(tags[3]) if 3 in tags else state.removing,
+            adding=_ids(tags[4]) if 4 in tags else state.adding,
         ))
 
     def _clear_elr(self, topic: str) -> None:

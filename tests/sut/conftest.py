@@ -50,6 +50,14 @@ def jbod_cluster() -> Iterator[Kafka]:
         yield Kafka.on(c)
 
 
+@pytest.fixture(scope="module")
+def four_broker_cluster() -> Iterator[Kafka]:
+    """ELR on, four brokers at min ISR 2: room to move a partition of three replicas."""
+    with KafkaCluster(brokers=[0, 1, 2, 3], controllers=1, elr=True, kafka_version=KAFKA_VERSION,
+                      min_insync_replicas=2) as c:
+        yield Kafka.on(c)
+
+
 @pytest.fixture
 def elr(elr_cluster: Kafka) -> Iterator[Kafka]:
     """The ELR cluster, restored to health after the test."""

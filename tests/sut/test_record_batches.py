@@ -129,3 +129,27 @@ def test_metadata_log_replays_clear_elr_records() -> None:
     assert [(s.leader_epoch, s.partition_epoch) for s in meta.registrations("t")] == [(0, 0), (0, 1), (0, 2)]
     meta.node.log += batch(5, [mine])  # type: ignore[attr-defined]
     assert len(meta.registrations("t")) == 3
+
+
+def test_metadata_log_replays_a_reassignment() -> None:
+    """A reassignment's change record sets Replicas, AddingReplicas and RemovingReplicas (tags 2, 4,
+    3); its completion writes the final replicas and both lists empty; a record without them leaves
+    them as they were (null is "unchanged": ``PartitionRegistration.merge``)."""
+    topic_id = uuid.uuid4().bytes
+    topic = _record(2, 0, Writer().compact_string("t").raw(topic_id).tags())
+    partition = Writer().int32(0).raw(topic_id)
+    for ids in ([0, 1, 2], [0, 1, 2], [], []):
+        _ids(partition, ids)
+    partition.int32(0).int32(0).int32(0).compact_array([], Writer.raw)
+    partition_rec = _record(3, 1, partition.raw(bytes(_tagged({}).buf)))
+
+    def change(fields: dict[int, list[int]]) -> bytes:
+        raw = {tag: bytes(_ids(Writer(), ids).buf) for tag, ids in fields.items()}
+        return _record(5, 2, Writer().int32(0).raw(topic_id).raw(bytes(_tagged(raw).buf)))
+
+    start = change({2: [1, 2, 3, 0], 3: [0], 4: [3]})
+    joined = change({0: [0, 1, 2, 3]})
+    done = change({0: [1, 2, 3], 2: [1, 2, 3], 3: [], 4: []})
+    meta = MetadataLog(_Controller(batch(0, [topic, partition_rec, start, joined, done])))  # type: ignore[arg-type]
+    assert [(s.replicas, s.adding, s.removing) for s in meta.registrations("t")] == [
+        ((0, 1, 2), (), ()), ((1, 2, 3, 0), (3,), (0,)), ((1, 2, 3, 0), (3,), (0,)), ((1, 2, 3), (), ())]

@@ -1,0 +1,35 @@
+"""Real cluster, four brokers: a partition reassignment over the hand-written requests
+(AlterPartitionReassignments, ListPartitionReassignments) -- started, listed while it waits for a
+replica that cannot catch up, cancelled, and a second cancel refused."""
+
+from __future__ import annotations
+
+import pytest
+from kafka_under_test import Kafka
+
+from pytest_elr.sut.admin import Reassignment
+from pytest_elr.sut.errors import KafkaProtocolError
+
+pytestmark = pytest.mark.docker
+
+NO_REASSIGNMENT_IN_PROGRESS = 85
+
+
+def test_a_reassignment_is_listed_while_it_waits_and_cancelled(four_broker_cluster: Kafka) -> None:
+    kafka, topic = four_broker_cluster, "reassigned"
+    kafka.client.create_topic(topic, {0: [0, 1, 2]}, min_insync_replicas=2)
+    kafka.client.produce(topic, [b"r"] * 5)
+    assert kafka.client.reassignment(topic) is None
+    kafka.faults.network.cut_both(0, 3)  # the added replica cannot fetch from the leader
+    try:
+        kafka.client.reassign(topic, [0, 1, 3])
+        assert kafka.client.reassignment(topic) == Reassignment(replicas=(0, 1, 3, 2), adding=(3,), removing=(2,))
+        assert kafka.client.describe_partition(topic).replicas == (0, 1, 3, 2)
+        kafka.client.cancel_reassignment(topic)
+        assert kafka.client.reassignment(topic) is None
+        assert kafka.client.describe_partition(topic).replicas == (0, 1, 2)
+        with pytest.raises(KafkaProtocolError) as refused:
+            kafka.client.cancel_reassignment(topic)
+        assert refused.value.error_code == NO_REASSIGNMENT_IN_PROGRESS
+    finally:
+        kafka.faults.heal_everything()
