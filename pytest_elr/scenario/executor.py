@@ -723,7 +723,8 @@ class Executor:
             self.history.record("election_counts", at=self.history.step, counts=now, since_start=ctx.elections)
             unequal = [key for key in named if ctx.elections[key] != expected[key]
                        or (allowed and all(ctx.elections[key] != counts[key] for counts in allowed))]
-            if not unequal or time.monotonic() >= deadline:
+            unreadable = any(ctx.elections[key] is None for key in named)  # will not change: no more reads
+            if not unequal or unreadable or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_INTERVAL_S)
         mismatches = []
