@@ -37,7 +37,7 @@ from pytest_elr.core.observation import Observation, ProduceOutcome
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.scenario.executor import RunResult, ScenarioRun, StepContext
 from pytest_elr.scenario.loader import actions_from_python, expectation_from_python
-from pytest_elr.scenario.schema import LossExpectation, Scenario, Step
+from pytest_elr.scenario.schema import ELECTION_COUNTS, LossExpectation, Scenario, Step
 
 _counter = itertools.count()
 #: the mapping key one positional argument fills when keyword arguments are given too
@@ -51,7 +51,7 @@ class ClusterHandle:
     def __init__(self, backend: Backend, profile: str, cluster: ClusterSpec, topic: TopicSpec,
                  history_root: Path | None = None, name: str = "python-api", *,
                  verdict: LossExpectation | None = None, checker: Checker = inline_checker,
-                 path: str = "<python>", line: int = 0, start: bool = True) -> None:
+                 path: str = "<python>", line: int = 0, start: bool = True, elections: bool = False) -> None:
         scenario = Scenario(
             name=name, path=path, description="", profiles=(profile,), cluster=cluster,
             topic=topic, workload=None, steps=(), verdict=verdict or LossExpectation(), line=line,
@@ -61,6 +61,8 @@ class ClusterHandle:
         self.run = ScenarioRun(scenario, backend, profile, history_root, checker)
         self.history = self.run.history
         self._executor = self.run.executor
+        # the counts ``expect(elr_elections=...)`` compares with are read at the start: only if asked
+        self._executor.count_elections = elections
         self._ctx = StepContext(hwm_before=None)
         #: the judged run (after :meth:`verdict`, or when the test ended under pytest)
         self.result: RunResult | None = None
@@ -124,12 +126,17 @@ class ClusterHandle:
 
     def expect(self, timeout: float | None = None, **expected: Any) -> Observation:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
-        fenced=, hwm=, produce=, rejected=, lost=, recovering=, leader_epoch=, partition_epoch=); raise
-        ScenarioFailure if not.
+        fenced=, hwm=, produce=, rejected=, lost=, recovering=, leader_epoch=, partition_epoch=,
+        elr_elections=, unclean_elections= -- elections since the start, on a handle made with
+        ``elections=True``); raise ScenarioFailure if not.
         Like a YAML step's end: the invariants are checked and what became readable is read."""
         where = _caller()
         self._refuse_after_verdict("expect", where)
         checks = expectation_from_python(expected, self.brokers, where)
+        counted = [key for key in ELECTION_COUNTS if key in checks]
+        if counted and not self._executor.count_elections:
+            raise ScenarioError(f"expect: {counted[0]} counts elections since the start, which were not read "
+                                f"there: make the cluster with elr_cluster(..., elections=True)", *where)
         if timeout is not None and not 0 < timeout <= MAX_STEP_TIMEOUT_S:
             raise ScenarioError(f"expect: timeout must be more than 0 and at most {MAX_STEP_TIMEOUT_S:g}s, "
                                 f"got {timeout!r}", *where)

@@ -606,7 +606,8 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
 
     def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_insync_replicas: int | None = None,
              controllers: int = 1, profile: str | None = None, topic: str = "elr-test",
-             acked_loss: str | None = None, min_isr: int | None = None, log_dirs: int = 1) -> ClusterHandle:
+             acked_loss: str | None = None, min_isr: int | None = None, log_dirs: int = 1,
+             elections: bool = False) -> ClusterHandle:
         # Validated as a scenario's cluster, topic and verdict: errors name the test's own line.
         frame = sys._getframe(1)
         where = (frame.f_code.co_filename, frame.f_lineno)
@@ -632,7 +633,8 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
         verdict = _declared_verdict(request, acked_loss, where)
         handle = ClusterHandle(_new_backend(request.config, elr_kafka_version), chosen, spec, topic_spec,
                                _history_dir(request.config), name=request.node.name, verdict=verdict,
-                               checker=_checker(request.config), path=where[0], line=where[1], start=False)
+                               checker=_checker(request.config), path=where[0], line=where[1], start=False,
+                               elections=elections)
         handles.append(handle)
         handle.start()  # a BackendError here is the test's error (pytest_runtest_makereport)
         return handle

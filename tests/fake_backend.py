@@ -169,3 +169,11 @@ class ReplicasOfTheStart(Fake):
 
     def observe(self) -> Observation:
         return replace(super().observe(), replicas=(0, 1))
+
+
+class ElrElectionsUncounted(Fake):
+    """Counts an election from the ELR against the ELR after the change, which no longer holds the
+    new leader (``TopicDelta`` reads ``prevPartition.elr``): no ELR election is ever counted."""
+
+    def election_counts(self) -> dict[str, int]:
+        return {**super().election_counts(), "elr_elections": 0}

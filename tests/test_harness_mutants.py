@@ -21,6 +21,7 @@ from fake_backend import (
     SILENT,
     DrainStopsEarly,
     EarlierReadsSeeNothing,
+    ElrElectionsUncounted,
     Fake,
     HwmAdvancesUnderMinIsr,
     HwmBehindAcknowledged,
@@ -97,6 +98,10 @@ MUTANTS = [
            "the system differs from the model in hwm: model at least 5 (acks=all records acknowledged below it), "
            "observed 4",
            lambda mp: mp.setattr(Executor, "_least_hwm", lambda self: None)),
+    Mutant("an election from the ELR not counted", ElrElectionsUncounted,
+           lambda: load_scenario(ROOT / "scenarios" / "kip966_t0_t7_walkthrough.elr.yaml"), "kafka",
+           "after step end, the system differs from the model in elr_elections: model 1, observed 0",
+           lambda mp: mp.setattr(Executor, "_hold_election_counts_to_model", lambda *a: None)),
     Mutant("a loss judged by absence only", EarlierReadsSeeNothing,
            lambda: load_scenario(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml"), "legacy",
            "the loss is not proved by presence",

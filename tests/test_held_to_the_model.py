@@ -14,7 +14,7 @@ from pytest_elr.core.observation import Observation, ProduceOutcome
 from pytest_elr.core.outcomes import classify
 from pytest_elr.report import build_report
 from pytest_elr.scenario.executor import StepContext, compare, observed_invariants, run_scenario
-from pytest_elr.scenario.loader import parse_scenario
+from pytest_elr.scenario.loader import load_scenario, parse_scenario
 
 
 def _declaring(reason: str) -> str:
@@ -231,3 +231,20 @@ def test_a_finale_without_the_leader_the_model_has_is_a_harness_error() -> None:
     result = run_scenario(parse_scenario(SILENT, "s.elr.yaml"), LeaderGoneAtTheFinale(), "kafka")
     assert not result.passed and not result.failures
     assert "the finale found no leader" in result.message and "where the model has broker" in result.message
+
+
+class NoElrMeter(Fake):
+    """A release without ElectionFromEligibleLeaderReplicasPerSec (Kafka 4.0.2): the key is left out."""
+
+    def election_counts(self) -> dict[str, int]:
+        return {k: v for k, v in super().election_counts().items() if k != "elr_elections"}
+
+
+def test_an_election_count_the_system_does_not_expose_fails_the_step_it_is_expected_at() -> None:
+    scenario = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "kip966_t0_t7_walkthrough.elr.yaml")
+    assert run_scenario(scenario, Fake(), "kafka").passed
+    result = run_scenario(scenario, NoElrMeter(), "kafka")
+    assert not result.passed
+    assert "step T6 (" in result.message and \
+        "elr_elections: expected 1, but the fake backend counts no such elections" in result.message, result.message
+    assert "unclean_elections" not in result.message  # the meter it has is still read and agrees

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_elr.actions import (
     Crash,
     Cut,
@@ -15,11 +17,14 @@ from pytest_elr.actions import (
     SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
+    UncleanElection,
 )
 from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.controller import ElectionCounts, count_elections
 from pytest_elr.model.profiles import get_profile
+from pytest_elr.model.state import PartitionRecord
 
 BROKERS = (0, 1, 2)
 
@@ -278,3 +283,59 @@ def test_a_preferred_replica_in_the_elr_beside_an_isr_is_not_elected() -> None:
     m.apply(ElectLeaders(election="preferred"))
     assert (m.part.leader, m.part.isr, m.part.elr) == (1, [1, 2], [0])
     assert (m.part.leader_epoch, m.part.partition_epoch) == before
+
+
+# --- the counts of Kafka's controller meters (docs/model.md, "Metrics") ------------------------
+
+
+def test_an_election_from_the_elr_is_counted_once_and_a_leaderless_change_not() -> None:
+    m = cluster()
+    isolate(m, 1)
+    isolate(m, 2)
+    m.apply(Crash(broker=0))
+    assert m.part.leader is None and m.ctx.elections.as_dict() == {"elr_elections": 0, "unclean_elections": 0}
+    m.apply(Heal(links=isolation_links(2, "all", BROKERS)))
+    assert m.part.leader == 2 and m.ctx.elections.as_dict() == {"elr_elections": 1, "unclean_elections": 0}
+    m.apply(Heal(links=None))  # the ISR grows back under leader 2: no election
+    assert m.ctx.elections.elr_elections == 1
+
+
+def test_an_election_from_the_isr_counts_nothing() -> None:
+    m = cluster()
+    m.apply(Crash(broker=0))
+    assert m.part.leader == 1 and m.ctx.elections.as_dict() == {"elr_elections": 0, "unclean_elections": 0}
+
+
+def test_an_unclean_election_is_counted_as_unclean_not_as_from_the_elr() -> None:
+    """scenarios/runbook_unclean_election: broker 2, out of the ISR and the ELR, elected uncleanly."""
+    m = cluster("kafka")
+    m.apply(Cut(links=isolation_links(2, "brokers", BROKERS)))  # type: ignore[arg-type]
+    m.apply(Crash(broker=0))
+    m.apply(Crash(broker=1))
+    assert m.part.leader is None and m.part.elr == [0, 1]
+    m.apply(UncleanElection(enabled=True))
+    assert m.part.leader == 2 and m.part.recovering
+    assert m.ctx.elections.as_dict() == {"elr_elections": 0, "unclean_elections": 1}
+    m.apply(UncleanElection(enabled=True))  # ELECTION_NOT_NEEDED: nothing written, nothing counted
+    assert m.ctx.elections.unclean_elections == 1
+
+
+def _view(leader: int | None, isr: list[int], elr: list[int], recovering: bool = False) -> PartitionRecord:
+    return PartitionRecord(replicas=[0, 1, 2], leader=leader, isr=isr, elr=elr, recovering=recovering)
+
+
+@pytest.mark.parametrize(("before", "after", "counted"), [
+    (_view(None, [], [1, 2]), _view(2, [2], [1]), {"elr_elections": 1, "unclean_elections": 0}),
+    (_view(0, [0, 1], []), _view(1, [1], []), {"elr_elections": 0, "unclean_elections": 0}),
+    # a record that keeps its leader sets no leader (NO_LEADER_CHANGE): never an ELR election
+    (_view(2, [2], [1]), _view(2, [2, 1], []), {"elr_elections": 0, "unclean_elections": 0}),
+    (_view(None, [], []), _view(1, [1], [], recovering=True), {"elr_elections": 0, "unclean_elections": 1}),
+    # Kafka writes RECOVERING only "if (partition.leaderRecoveryState != LeaderRecoveryState.RECOVERING)"
+    (_view(None, [], [], recovering=True), _view(1, [1], [], recovering=True),
+     {"elr_elections": 0, "unclean_elections": 0}),
+], ids=["from-elr", "from-isr", "leader-kept", "unclean", "unclean-while-recovering"])
+def test_one_change_record_is_counted_as_topic_delta_counts_it(before: PartitionRecord, after: PartitionRecord,
+                                                               counted: dict[str, int]) -> None:
+    counts = ElectionCounts()
+    count_elections(before.view(), after, counts)
+    assert counts.as_dict() == counted

@@ -229,3 +229,39 @@ def test_an_epoch_expectation_compares_with_the_previous_expect(pytester: pytest
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*leader_epoch: expected unchanged, observed 1 -> 2*"])
+
+
+def test_elections_since_the_start_are_expected_only_on_a_cluster_made_to_count_them(
+        pytester: pytest.Pytester) -> None:
+    """The ELR election of test_fenced_elr_member_is_not_elected_until_unfenced, through the API:
+    counted on a handle made with elections=True, refused (at the call's line) on one without."""
+    pytester.makepyfile(test_counts="""
+        import pytest
+
+        @pytest.mark.elr_profile("kafka")
+        def test_counted(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2, elections=True)
+            c.isolate(1)
+            c.isolate(2)
+            c.crash(0)
+            c.expect(leader=None, elr_elections=0)
+            c.heal(2)
+            c.expect(leader=2, elr_elections=1, unclean_elections=0)
+
+        @pytest.mark.elr_profile("kafka")
+        def test_miscounted(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2, elections=True)
+            c.expect(elr_elections=1)
+
+        @pytest.mark.elr_profile("kafka")
+        def test_not_read(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2)
+            c.expect(elr_elections=0)
+    """)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines_random([
+        "*elr_elections: expected 1, observed 0 since the start*",
+        "*test_counts.py:21*elr_elections counts elections since the start, which were not read there: "
+        "make the cluster with elr_cluster(..., elections=True)*",
+    ])

@@ -123,6 +123,13 @@ class Backend(ABC):
         """Per broker, what a power off would lose right now."""
         return {}
 
+    def election_counts(self) -> dict[str, int] | None:
+        """The system's own counts of elections since it started, by expectation key
+        (``elr_elections``, ``unclean_elections``; a key left out: this release counts none). Read
+        only where a step names one (a real cluster's read costs a JVM start). None: the backend
+        reads no counts, and such a step fails (a pass would prove nothing)."""
+        return None
+
     def protocol_errors(self) -> list[str]:
         """Errors the controller answered to leaders since the last call (e.g. INELIGIBLE_REPLICA)."""
         return []

@@ -67,7 +67,7 @@ from pytest_elr.faults.network import ASSIGN_REPLICAS_TO_DIRS, BROKER_HEARTBEAT
 from pytest_elr.sut.admin import PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
-from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtocolError, SutError
+from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtocolError, NodeCommandError, SutError
 from pytest_elr.sut.kafka_dist import DIST_ENV, KafkaDist
 from pytest_elr.sut.metadata_log import Registration
 from pytest_elr.sut.polling import await_value
@@ -608,6 +608,15 @@ class KafkaBackend(Backend):
         """Per broker, the bytes its disk layer holds that a power off would lose right now."""
         report = self.cluster.unsynced_report()
         return {b: n for b, n in report.items() if b != OBSERVER_ID}
+
+    def election_counts(self) -> dict[str, int]:
+        """Kafka's controller meters (``sut/meters.py``), read on the first controller: every
+        controller replays the same metadata log, and the pooled clusters' controllers are never
+        restarted, so its counts are the cluster's since it started."""
+        try:
+            return self.cluster.election_counts()
+        except NodeCommandError as exc:
+            raise BackendError(f"cannot read the controller's meters: {exc}") from None
 
     def protocol_errors(self) -> list[str]:
         counts = self._rejection_count()

@@ -58,6 +58,9 @@ class ModelBackend(Backend):
         model = self._model()
         return {b: log.leo - log.flushed for b, log in model.logs.items()}
 
+    def election_counts(self) -> dict[str, int]:
+        return self._model().ctx.elections.as_dict()
+
     def protocol_errors(self) -> list[str]:
         model = self._model()
         errors = model.protocol_errors[self._seen_errors :]

@@ -137,6 +137,8 @@ def every_event_type() -> SyntheticHistory:
     h.add("model_error", message="broker 3 is not running")
     h.add("registration_miss", state="PartitionState(topic='t', partition=0, leader=1, ...)",
           why="controller 1000's log: 3 records, none of them this state (latest: ...)")
+    h.add("election_counts", at="T6", counts={"elr_elections": 3, "unclean_elections": 0},
+          since_start={"elr_elections": 1})
     h.send(1, 0).add("hwm_read", partition=0, hwm=1, reader="tail").read(0, "v1")
     return h.add("backend_error", message="cluster could not heal").add("step", phase="end")
 

@@ -41,6 +41,8 @@ EVENT_TYPES: dict[str, str] = {
     "backend_error": "the backend failed to close (a cluster that could not heal)",
     "registration_miss": "no controller's metadata log held a record of the observed state, and why "
                          "(the partition epoch and LeaderRecoveryState are then unknown)",
+    "election_counts": "the system's election counters (Kafka's controller meters), read at the start and "
+                       "where a step names elr_elections or unclean_elections",
     "produce": "a send, and its completion",
     "consume": "a record read",
     "hwm_read": "a reader's view of the high watermark",

@@ -26,4 +26,5 @@ MAX_LATENCY_MS = 120_000  # slow links
 MAX_WAIT_S = 600.0  # one wait action
 MAX_STEP_TIMEOUT_S = 3_600.0  # how long a step's expectations may take to hold
 MAX_OFFSET = 1_000_000  # an expected HWM
+MAX_ELECTIONS = 10_000  # an expected count of elections since a scenario's start
 MAX_KNOWN_FAILURES = 20  # known_failures entries of one scenario (the version ranges are read by packaging)

@@ -31,7 +31,7 @@ from itertools import combinations
 from typing import Any, TypeVar
 
 from pytest_elr.model.profiles import LastKnown, Profile, Rules, UncleanRecovery
-from pytest_elr.model.state import AlterPartition, PartitionRecord
+from pytest_elr.model.state import AlterPartition, PartitionRecord, PartitionView
 
 R = TypeVar("R")
 
@@ -54,6 +54,9 @@ class ControllerContext:
     #: unclean elections made because unclean.leader.election.enable was on (the operator chose
     #: availability over durability: the data invariants promise nothing after one)
     chosen_unclean_elections: int = 0
+    #: what Kafka's controller meters count (``ElectionCounts``): elections of an ELR member, and
+    #: changes that made the partition RECOVERING (``count_elections``)
+    elections: ElectionCounts = field(default_factory=lambda: ElectionCounts())
     #: the profile's differences from the KIP (``Profile.kip_differences``) a rule has relied on so
     #: far: a run that passes by one of them says so (``RunResult.departures``)
     departures: set[str] = field(default_factory=set)
@@ -123,7 +126,9 @@ def one_partition_change(event: Callable[..., R]) -> Callable[..., R]:
         ctx = args[-1]
         leader_epoch, partition_epoch = part.leader_epoch, part.partition_epoch
         elr = (tuple(part.elr), tuple(part.last_known_elr))
+        before = part.view()
         result = event(part, *args, **kwargs)
+        count_elections(before, part, ctx.elections)
         if part.partition_epoch > partition_epoch:
             part.partition_epoch = partition_epoch + 1
             part.leader_epoch = min(part.leader_epoch, leader_epoch + 1)
@@ -132,6 +137,43 @@ def one_partition_change(event: Callable[..., R]) -> Callable[..., R]:
                 part.leader_epoch = leader_epoch + 1
         return result
     return change
+
+
+@dataclass
+class ElectionCounts:
+    """The elections Kafka's controller meters count, since the start: ``elr_elections``
+    (``kafka.controller:type=ControllerStats,name=ElectionFromEligibleLeaderReplicasPerSec``) and
+    ``unclean_elections`` (``...,name=UncleanLeaderElectionsPerSec``). KIP-966 asks for another
+    one that Kafka does not ship (docs/model.md, "Metrics")."""
+
+    elr_elections: int = 0
+    unclean_elections: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"elr_elections": self.elr_elections, "unclean_elections": self.unclean_elections}
+
+
+def count_elections(before: PartitionView, part: PartitionRecord, counts: ElectionCounts) -> None:
+    """Count one change record (one ``one_partition_change`` event) as Kafka's controller meters do.
+
+    KIP-966, "Other behaviors" 3 asks for "a new metric of Electable leaders ... the count of
+    (ISR + ELR)"; Kafka ships none (4.0.2, 4.3.1, 4.4.0). What it ships instead, in
+    ``TopicDelta.updateElectionStats`` (4.3.1 source; the same in 4.4.0's bytecode), per
+    PartitionChangeRecord against the partition before it:
+    "if (Replicas.contains(prevPartition.elr, newLeader)) partitionToElrElectionCount ... + 1"
+    -- a record that sets a leader who was in the ELR before the change (``newLeader`` is
+    NO_LEADER_CHANGE when the record keeps the leader, so a kept leader never counts);
+    "if (PartitionRegistration.electionWasUnclean(newLeaderRecoveryState)) ... + 1" -- a record
+    that sets LeaderRecoveryState RECOVERING, which ``PartitionChangeBuilder`` writes only for an
+    unclean election and only "if (partition.leaderRecoveryState != LeaderRecoveryState.RECOVERING)".
+    Kafka 4.0.2 has no ELR meter and counts an unclean election differently (docs/model.md).
+
+    Mutation switch: none (a count, read only where a step names it).
+    """
+    if part.leader is not None and part.leader != before.leader and part.leader in before.elr:
+        counts.elr_elections += 1
+    if part.recovering and not before.recovering:
+        counts.unclean_elections += 1
 
 
 # --- 2. events, in the order of the controller's round ---------------------------------------

@@ -35,7 +35,7 @@ from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
-from pytest_elr.scenario.schema import Failure, Scenario, Step, unexplained
+from pytest_elr.scenario.schema import ELECTION_COUNTS, Failure, Scenario, Step, unexplained
 from pytest_elr.workload.drain import max_acked_offset
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -47,6 +47,9 @@ STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "rec
                 "leader_epoch", "partition_epoch", "hwm", "replicas", "adding", "removing")
 #: the epochs of the partition record
 EPOCHS = ("leader_epoch", "partition_epoch")
+#: how long the election counts may lag the state a step awaited (the controller marks its meters
+#: when it publishes the committed records, as the brokers learn them)
+ELECTION_COUNTS_WAIT_S = 10.0
 #: lost records named in one loss_evidence event (the count is always complete)
 MAX_NAMED_LOSSES = 20
 
@@ -105,6 +108,8 @@ class StepContext:
     protocol_errors: list[str] = field(default_factory=list)
     #: undeclared differences from the model: each fails the step
     differences: list[Difference] = field(default_factory=list)
+    #: the system's election counts since the start, read where the step names one
+    elections: dict[str, int | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -196,6 +201,11 @@ class Executor:
         self._background = False  # the executor sends the workload's records around each step
         self.disagreements: list[Difference] = []
         self.declared: list[Difference] = []
+        #: read the system's election counts at the start (``Backend.election_counts``): a step names
+        #: one, or the Python API asked (``elr_cluster(elections=True)``); None: not read
+        self.count_elections = any(set(step.expectations_for(profile)) & set(ELECTION_COUNTS)
+                                   for step in scenario.steps)
+        self._elections_at_start: dict[str, int] | None = None
         # The step being run: its label and declared differences, for the settle after each action.
         self._step: Step | None = None
         self._line: int | None = None
@@ -253,6 +263,9 @@ class Executor:
                             if getattr(obs, f) is not None and getattr(m, f) is not None}
         self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
         self._partition_epoch_mark = obs.partition_epoch
+        if self.count_elections:
+            self._elections_at_start = self.backend.election_counts()
+            self.history.record("election_counts", at="start", counts=self._elections_at_start)
         if s.workload is not None:
             # Real time: a producer for the whole run, or records sent around every step.
             self._background = not self.backend.start_workload(s.workload) and s.workload.per_step > 0
@@ -679,6 +692,8 @@ class Executor:
         timeout = step.timeout_s or max(DEFAULT_STEP_TIMEOUT_S, self.backend.settle_timeout_s())
         hwm_bounds = self._hwm_bounds() if self._shadow else (None, None)  # before the observation
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
+        if any(key in expected for key in ELECTION_COUNTS):
+            mismatches += self._hold_election_counts(expected, obs, ctx)
         self._observe_and_record(obs)
         self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
         self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
@@ -687,6 +702,53 @@ class Executor:
         if mismatches or ctx.differences:
             raise ScenarioFailure(self._report(step, mismatches, obs, ctx), _failures(step.label, mismatches, ctx))
         return obs
+
+    # --- election counts: read on demand, against the expectation and the model ------------
+
+    def _hold_election_counts(self, expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> list[str]:
+        """The system's elections since the start (its counter now minus at the start) against the
+        step's expectation and, under a shadow oracle, against the model's count (one of the states
+        it still allows). Read again for a while if they differ: the controller marks its meters
+        when it publishes the records the brokers already serve. A count the system does not
+        expose is a mismatch (a pass would prove nothing)."""
+        named = [key for key in ELECTION_COUNTS if key in expected]
+        states = self.alternatives.states if self._shadow and self.alternatives is not None else []
+        allowed = [state.ctx.elections.as_dict() for state in states]
+        deadline = time.monotonic() + (0 if self.backend.settles_instantly else ELECTION_COUNTS_WAIT_S)
+        while True:
+            now = self.backend.election_counts()
+            start = self._elections_at_start
+            ctx.elections = {key: now[key] - start[key] if now is not None and start is not None
+                             and key in now and key in start else None for key in named}
+            self.history.record("election_counts", at=self.history.step, counts=now, since_start=ctx.elections)
+            unequal = [key for key in named if ctx.elections[key] != expected[key]
+                       or (allowed and all(ctx.elections[key] != counts[key] for counts in allowed))]
+            unreadable = any(ctx.elections[key] is None for key in named)  # will not change: no more reads
+            if not unequal or unreadable or time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_INTERVAL_S)
+        mismatches = []
+        for key in named:
+            got = ctx.elections[key]
+            if got is None:
+                release = f" (Kafka {self.backend.kafka_version})" if self.backend.kafka_version else ""
+                mismatches.append(f"{key}: expected {expected[key]}, but the {self.backend.name} backend{release} "
+                                  f"counts no such elections (a pass would prove nothing)")
+                continue
+            if got != expected[key]:
+                mismatches.append(f"{key}: expected {expected[key]}, observed {got} since the start")
+        if states:
+            self._hold_election_counts_to_model(named, states, obs, ctx)
+        return mismatches
+
+    def _hold_election_counts_to_model(self, named: list[str], states: list[ModelCluster], obs: Observation,
+                                       ctx: StepContext) -> None:
+        """A count no state the model allows has is a difference from the model, like any field."""
+        for key in named:
+            got = ctx.elections[key]
+            if got is not None and all(got != state.ctx.elections.as_dict()[key] for state in states):
+                model = states[0].ctx.elections.as_dict()[key]
+                self._note(self._difference(key, got, model, "step end", obs, self._moved(states[0])), ctx)
 
     def _poll(self, check: Callable[[Observation], list[Any]], timeout: float) -> tuple[Observation, list[Any]]:
         deadline = time.monotonic() + timeout
@@ -1010,6 +1072,8 @@ def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
         return list(ctx.protocol_errors)
     if key == "lost":
         return sorted(loss.broker for loss in ctx.losses if loss.bit)
+    if key in ELECTION_COUNTS:
+        return ctx.elections.get(key)
     return None
 
 

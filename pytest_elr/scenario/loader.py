@@ -25,6 +25,7 @@ from pytest_elr.model.invariants import INVARIANT_NAMES
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.schema import (
     DIFFERABLE,
+    ELECTION_COUNTS,
     EXPECTATION_KEYS,
     VERDICT_FAILURES,
     KnownFailure,
@@ -426,6 +427,8 @@ class _Builder:
             return r.boolean(value, what)
         if key in ("leader_epoch", "partition_epoch"):
             return r.string(value, what, EPOCH_WORDS)
+        if key in ELECTION_COUNTS:  # elections since the scenario's start (docs/model.md, "Metrics")
+            return r.integer(value, what, minimum=0, maximum=L.MAX_ELECTIONS)
         raise AssertionError(f"expectation key {key!r} has no reader")  # EXPECTATION_KEYS and this agree
 
     def produce_outcome(self, node: yaml.Node, what: str) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from pytest_elr.sut.config import Topology
 from pytest_elr.sut.errors import ClusterStartError, NodeCommandError, SutError
 from pytest_elr.sut.instrument import Instrumentation, build_agents
 from pytest_elr.sut.metadata_log import MetadataLog
+from pytest_elr.sut.meters import election_counts
 from pytest_elr.sut.node import KafkaNode, Network, without_ryuk
 from pytest_elr.sut.polling import poll
 
@@ -241,6 +242,10 @@ class KafkaCluster:
     @property
     def broker_ids(self) -> list[int]:
         return [b.node_id for b in self.topology.brokers]
+
+    def election_counts(self) -> dict[str, int]:
+        """Kafka's election meters on the first controller, by expectation key (``sut/meters.py``)."""
+        return election_counts(self.node(self.controller_ids[0]))
 
     @property
     def controller_ids(self) -> list[int]:
