@@ -124,12 +124,13 @@ class ClusterHandle:
 
     def expect(self, timeout: float | None = None, **expected: Any) -> Observation:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
-        fenced=, hwm=, produce=, rejected=, lost=, recovering=, leader_epoch=, partition_epoch=); raise
+        fenced=, hwm=, produce=, rejected=, lost=, recovering=, leader_epoch=, partition_epoch=,
+        active_controller=); raise
         ScenarioFailure if not.
         Like a YAML step's end: the invariants are checked and what became readable is read."""
         where = _caller()
         self._refuse_after_verdict("expect", where)
-        checks = expectation_from_python(expected, self.brokers, where)
+        checks = expectation_from_python(expected, self.brokers, where, self.cluster.controllers)
         if timeout is not None and not 0 < timeout <= MAX_STEP_TIMEOUT_S:
             raise ScenarioError(f"expect: timeout must be more than 0 and at most {MAX_STEP_TIMEOUT_S:g}s, "
                                 f"got {timeout!r}", *where)

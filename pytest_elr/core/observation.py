@@ -28,6 +28,9 @@ class Observation:
     held: tuple[int, ...] = ()
     #: bumped by every change of the controller's partition record (no client API returns it)
     partition_epoch: int | None = None
+    #: the controller (0 .. controllers - 1) leading the metadata quorum; None: no leader (no
+    #: majority of the controllers runs), or a backend that does not read it
+    active_controller: int | None = None
 
     def as_event(self) -> dict[str, object]:
         return {

@@ -14,8 +14,10 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 #: expectation keys and what they hold (see docs/language.md)
 EXPECTATION_KEYS = (
     "leader", "isr", "elr", "last_known_elr", "fenced", "hwm", "produce", "rejected", "lost",
-    "recovering", "held", "leader_epoch", "partition_epoch",
+    "recovering", "held", "leader_epoch", "partition_epoch", "active_controller",
 )
+#: ``active_controller: any``: some controller leads the metadata quorum
+ANY_CONTROLLER = "any"
 #: what the executor holds a system to the model on (the state after every fault, caught-up
 #: followers, each produce's outcome): the keys of a step's ``differs``
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "leader_epoch",
