@@ -109,7 +109,8 @@ def test_an_elr_lost_in_the_failover_is_caught_by_the_comparison_and_the_expecta
     result = run_scenario(load_scenario(FAILOVER), ElrLostOnFailover(), "kafka")
     assert not result.passed
     assert "step failover" in result.message
-    assert "after crash_controller, the system differs from the model in elr: model [1, 2], observed []" in result.message
+    differs = "after crash_controller, the system differs from the model in elr: model [1, 2], observed []"
+    assert differs in result.message
     assert "elr: expected [1, 2], observed []" in result.message
 
 
