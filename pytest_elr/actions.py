@@ -448,6 +448,60 @@ class Flush(BrokerAction):
     kind: ClassVar[str] = "flush"
 
 
+# --- controllers ------------------------------------------------------------------------------
+
+#: the symbolic controller target: the quorum's leader, found when the step runs
+ACTIVE_CONTROLLER = "active"
+#: ``restart_controller``'s target for every stopped controller
+ALL_CONTROLLERS = "all"
+
+
+@dataclass(frozen=True)
+class ControllerAction(Action):
+    """An action on one KRaft controller's process: ``- <kind>: <n>`` names controller ``n``
+    (0 .. controllers - 1, in the order of ``controller.quorum.voters``); ``targets`` lists the
+    words it also takes."""
+
+    controller: int | str
+    targets: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if isinstance(arg, yaml.ScalarNode) and arg.value in cls.targets:
+            return [cls(controller=arg.value)]
+        if cls.targets and not (isinstance(arg, yaml.ScalarNode) and arg.tag == "tag:yaml.org,2002:int"):
+            r.fail(arg, f"{what}: expected a controller number or {' or '.join(cls.targets)}, got {arg.value!r}")
+        return [cls(controller=r.integer(arg, what, minimum=0))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{self.kind: self.controller}]
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        if isinstance(self.controller, int) and self.controller >= cluster.controllers:
+            n = cluster.controllers
+            return (f"controller {self.controller} is not in the cluster: it has {n} controller"
+                    f"{'s' if n > 1 else ''} (0..{n - 1}; cluster: {{controllers: 3}} for more)")
+        return super().refused_by(cluster)
+
+
+@dataclass(frozen=True)
+class CrashController(ControllerAction):
+    """The controller's process dies (SIGKILL); ``active``: whichever leads the quorum when the step
+    runs. With a majority of the controllers left, another becomes active; without, no metadata
+    changes until a majority is back."""
+
+    kind: ClassVar[str] = "crash_controller"
+    targets: ClassVar[tuple[str, ...]] = (ACTIVE_CONTROLLER,)
+
+
+@dataclass(frozen=True)
+class RestartController(ControllerAction):
+    """Start a stopped controller again on its metadata log; ``all``: every stopped controller."""
+
+    kind: ClassVar[str] = "restart_controller"
+    targets: ClassVar[tuple[str, ...]] = (ALL_CONTROLLERS,)
+
+
 # --- workload and configuration ---------------------------------------------------------------
 
 
@@ -605,9 +659,10 @@ class Wait(Action):
 
 
 __all__ = [
-    "ACTIONS", "Acks", "Action", "BrokerAction", "CancelReassignment", "Crash", "Cut", "ElectLeaders", "Flush",
-    "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce",
-    "Reassign", "ReplaceDisk", "Restart", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow",
+    "ACTIONS", "ACTIVE_CONTROLLER", "ALL_CONTROLLERS", "Acks", "Action", "BrokerAction", "CancelReassignment",
+    "ControllerAction", "Crash", "CrashController", "Cut", "ElectLeaders", "Flush", "FORMS", "Heal",
+    "HoldDirAssignments", "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "Reassign",
+    "ReplaceDisk", "Restart", "RestartController", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow",
     "UncleanElection", "Wait",
     "action_forms", "action_from_event", "unhandled",
 ]

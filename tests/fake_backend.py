@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from pytest_elr.actions import Action
+from pytest_elr.actions import Action, CrashController
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
 from pytest_elr.model.cluster import ModelCluster
@@ -177,3 +177,28 @@ class ElrElectionsUncounted(Fake):
 
     def election_counts(self) -> dict[str, int]:
         return {**super().election_counts(), "elr_elections": 0}
+class ElrLostOnFailover(Fake):
+    """A new active controller that does not replay the ELR from the metadata log: the ELR and
+    LastKnownELR are empty after an active controller's crash (KIP-966 keeps both in the log)."""
+
+    def apply(self, action: Action) -> Result:
+        result = super().apply(action)
+        if isinstance(action, CrashController) and self.model is not None:
+            self.model.part.elr, self.model.part.last_known_elr = [], []
+        return result
+
+
+class NoFailover(Fake):
+    """Reports no active controller once one has crashed: the survivors never elect a leader."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._crashed = False
+
+    def apply(self, action: Action) -> Result:
+        self._crashed |= isinstance(action, CrashController)
+        return super().apply(action)
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, active_controller=None) if self._crashed else obs

@@ -108,6 +108,21 @@ CASES = {
     "cluster min isr too large": (GOOD.replace("isolate: 0", "set_cluster_min_isr: 100"), 5, "expected a number from 1 to 99"),
     "cluster min isr not a number": (GOOD.replace("isolate: 0", "set_cluster_min_isr: all"), 5, "expected a whole number"),
     "cluster min isr typo": (GOOD.replace("isolate: 0", "set_cluster_min_ist: 2"), 5, "did you mean 'set_cluster_min_isr'"),
+    # --- controllers as fault targets (issue 27 item 2)
+    "the only controller's number out of range": (GOOD.replace("isolate: 0", "crash_controller: 1"), 5,
+        "step T0: crash_controller: controller 1 is not in the cluster: it has 1 controller (0..0; "
+        "cluster: {controllers: 3} for more)"),
+    "controller out of range": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "restart_controller: 3"), 5, "controller 3 is not in the cluster: it has 3 controllers (0..2"),
+    "crash a controller by a word it does not take": (GOOD.replace("isolate: 0", "crash_controller: leader"), 5,
+        "step T0: crash_controller: expected a controller number or active, got 'leader'"),
+    "restart the active controller": (GOOD.replace("isolate: 0", "restart_controller: active"), 5,
+        "expected a controller number or all, got 'active'"),
+    "negative controller": (GOOD.replace("isolate: 0", "crash_controller: -1"), 5, "expected a number"),
+    "active controller out of range": (GOOD.replace("leader: 1", "active_controller: 1"), 6,
+        "step T0: expect.active_controller: controller 1 is not in the cluster: it has 1 controller (0..0)"),
+    "active controller word": (GOOD.replace("leader: 1", "active_controller: some"), 6,
+        "expected a controller number, any or none (no quorum), got 'some'"),
 }
 
 

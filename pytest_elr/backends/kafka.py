@@ -29,9 +29,13 @@ from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from pytest_elr.actions import (
+    ACTIVE_CONTROLLER,
+    ALL_CONTROLLERS,
     Action,
     CancelReassignment,
+    ControllerAction,
     Crash,
+    CrashController,
     Cut,
     ElectLeaders,
     Flush,
@@ -45,6 +49,7 @@ from pytest_elr.actions import (
     Reassign,
     ReplaceDisk,
     Restart,
+    RestartController,
     Resume,
     SetClusterMinIsr,
     SetMinIsr,
@@ -156,6 +161,8 @@ class KafkaBackend(Backend):
         self.default_session_timeout_ms = int(TUNING["broker.session.timeout.ms"])
         self.session_timeout_ms = self.default_session_timeout_ms
         self._controllers: list[int] = []
+        #: controllers (their node ids) this run crashed and has not restarted
+        self._controllers_down: set[int] = set()
         self._powered_off: set[int] = set()
         #: a run set the cluster-wide min ISR: set back at close to the value the cluster started
         #: with, for the next run on the pooled cluster
@@ -198,6 +205,7 @@ class KafkaBackend(Backend):
         self.client = ClusterClient(self.cluster)
         self.faults = Faults(self.cluster)
         self._controllers = self.cluster.controller_ids
+        self._controllers_down = set()
         self.topic = f"{topic.name}-{secrets.token_hex(3)}"
         self._errors_seen = self._rejection_count()
         self.client.create_topic(self.topic, {0: list(topic.replicas)},
@@ -349,6 +357,39 @@ class KafkaBackend(Backend):
         process.start(action.broker)
         self._await_registered(action.broker)
         return [LossEvidence(action.broker, before, after, leo_restart=self.client.local_leo(action.broker, tp))]
+
+    @_do.register
+    def _(self, action: CrashController) -> Result:
+        node = self._controller_node(action)
+        self.faults.process.crash(node)
+        self._controllers_down.add(node)
+        return None
+
+    @_do.register
+    def _(self, action: RestartController) -> Result:
+        every = action.controller == ALL_CONTROLLERS
+        nodes = sorted(self._controllers_down) if every else [self._controller_node(action)]
+        for node in nodes:
+            self.faults.process.start(node)
+            self._controllers_down.discard(node)
+        return None
+
+    def _controller_node(self, action: ControllerAction) -> int:
+        """The node id of the controller ``action`` names: by its number, or the active one now."""
+        if action.controller != ACTIVE_CONTROLLER:
+            return self._controllers[int(action.controller)]
+        active = self.client.active_controller(via=OBSERVER_ID)
+        if active is None:
+            raise BackendError("no controller is active (DescribeQuorum names no quorum leader)")
+        return active
+
+    def _active_controller(self) -> int | None:
+        """The active controller by its number in the scenario (0 .. controllers - 1); None: none. A
+        single controller never crashed is not asked for: it is controller 0."""
+        if len(self._controllers) == 1 and not self._controllers_down:
+            return 0
+        node = self.client.active_controller(via=OBSERVER_ID)
+        return self._controllers.index(node) if node in self._controllers else None
 
     @_do.register
     def _(self, action: Pause) -> Result:
@@ -586,6 +627,7 @@ class KafkaBackend(Backend):
             leo={b: v for b, v in offsets.leo.items() if v is not None},
             **self._registration(p),
             held=tuple(sorted(s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0)),
+            active_controller=self._active_controller(),
         )
 
     def _registration(self, p: PartitionState) -> dict[str, Any]:

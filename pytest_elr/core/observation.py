@@ -34,6 +34,9 @@ class Observation:
     #: API but ListPartitionReassignments returns them); None: not read
     adding: tuple[int, ...] | None = None
     removing: tuple[int, ...] | None = None
+    #: the controller (0 .. controllers - 1) leading the metadata quorum; None: no leader (no
+    #: majority of the controllers runs), or a backend that does not read it
+    active_controller: int | None = None
 
     def as_event(self) -> dict[str, object]:
         return {

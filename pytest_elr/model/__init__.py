@@ -16,7 +16,8 @@ def build_model(cluster: ClusterSpec, topic: TopicSpec, profile: str | Profile) 
     prof = get_profile(profile) if isinstance(profile, str) else profile
     if topic.unclean_recovery is not None:
         prof = prof.with_unclean_recovery(UncleanRecovery(topic.unclean_recovery))
-    return ModelCluster(cluster.brokers, list(topic.replicas), topic.min_insync_replicas, prof)
+    return ModelCluster(cluster.brokers, list(topic.replicas), topic.min_insync_replicas, prof,
+                        controllers=cluster.controllers)
 
 
 __all__ = ["ModelCluster", "build_model"]

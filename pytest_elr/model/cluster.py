@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 from functools import singledispatchmethod
 
 from pytest_elr.actions import (
+    ACTIVE_CONTROLLER,
+    ALL_CONTROLLERS,
     Action,
     CancelReassignment,
+    ControllerAction,
     Crash,
+    CrashController,
     Cut,
     ElectLeaders,
     Flush,
@@ -28,6 +32,7 @@ from pytest_elr.actions import (
     Reassign,
     ReplaceDisk,
     Restart,
+    RestartController,
     Resume,
     SetClusterMinIsr,
     SetMinIsr,
@@ -142,6 +147,14 @@ class ModelCluster:
     #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
     #: Timing replays and records choices (``model/alternatives.py``)
     timing: Timing | None = None
+    #: KRaft controllers (the voters of the metadata quorum), numbered 0 .. controllers - 1
+    controllers: int = 1
+    #: the controllers whose process is stopped
+    controllers_down: set[int] = field(default_factory=set)
+    #: the quorum's leader, which alone writes the metadata log (None: no majority, no leader). Which
+    #: of the live voters wins an election is timing: the model takes the lowest; only whether
+    #: there is one is held to a real cluster.
+    active_controller: int | None = 0
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
@@ -276,6 +289,7 @@ class ModelCluster:
             replicas=tuple(part.replicas),
             adding=tuple(sorted(part.adding)),
             removing=tuple(sorted(part.removing)),
+            active_controller=self.active_controller,
         )
 
     def held_alter(self) -> tuple[int, ...]:
@@ -284,6 +298,32 @@ class ModelCluster:
         if req is None or (req.leader, CONTROLLER) not in self.slow:
             return ()
         return (req.leader,) if self._reachable(req.leader, CONTROLLER) else ()
+
+    def has_quorum(self) -> bool:
+        """A majority of the voters runs. KIP-595 (KRaft, the Raft of the metadata log): a
+        candidate "becomes leader" once it "receives votes from a majority of the voters", and a
+        record is committed once a majority has it; so without a majority no metadata record is
+        written. Measured on Kafka 4.4.0 with 3 controllers (tests/sut/test_controller_faults.py):
+        one crashed, another is active within seconds."""
+        return 2 * len(self.controllers_down) < self.controllers
+
+    def _elect_controller(self) -> None:
+        """The quorum's leader after a change of the live voters: kept while it runs and a majority
+        does; else one of the live voters once a majority runs (the lowest, a canonical choice)."""
+        if not self.has_quorum():
+            self.active_controller = None
+        elif self.active_controller is None or self.active_controller in self.controllers_down:
+            self.active_controller = min(set(range(self.controllers)) - self.controllers_down)
+
+    def _controller_index(self, action: ControllerAction) -> int:
+        target = action.controller
+        if target == ACTIVE_CONTROLLER:
+            if self.active_controller is None:
+                raise ModelError("no controller is active (no majority of the controllers runs)")
+            return self.active_controller
+        if not isinstance(target, int) or not 0 <= target < self.controllers:
+            raise ModelError(f"controller {target} is not in the cluster ({self.controllers} controllers)")
+        return target
 
     def trusted(self) -> set[int]:
         """Replicas the protocol relies on as complete, or may still elect: leader, ISR, ELR and
@@ -451,6 +491,30 @@ class ModelCluster:
         return None
 
     @_do.register
+    def _(self, action: CrashController) -> Result:
+        index = self._controller_index(action)
+        if index in self.controllers_down:
+            raise ModelError(f"controller {index} is not running")
+        # The partition's state is the metadata log's (KIP-966: "LastKnownELR is stored in the
+        # metadata log", as the ELR, in PartitionRecord and PartitionChangeRecord, its "Public
+        # Interfaces"): a new active controller replays it, so a failover changes nothing of it.
+        self.controllers_down.add(index)
+        self._elect_controller()
+        return None
+
+    @_do.register
+    def _(self, action: RestartController) -> Result:
+        if action.controller == ALL_CONTROLLERS:
+            self.controllers_down.clear()
+        else:
+            index = self._controller_index(action)
+            if index not in self.controllers_down:
+                raise ModelError(f"controller {index} is already running")
+            self.controllers_down.discard(index)
+        self._elect_controller()
+        return None
+
+    @_do.register
     def _(self, action: Produce) -> Result:
         return self._produce(action)
 
@@ -536,7 +600,7 @@ class ModelCluster:
                 log.flushed = log.leo
             b.clean_marker = b.epoch
             # Controlled shutdown: the controller moves leadership and ISR away first.
-            if self._reachable(broker, CONTROLLER) and broker not in self.fenced:
+            if self._reachable(broker, CONTROLLER) and broker not in self.fenced and self.has_quorum():
                 self.fenced.add(broker)
                 controller.fence(self.part, broker, self.ctx)
         else:
@@ -684,10 +748,17 @@ class ModelCluster:
             tuple((r.leo, r.hwm) for r in self.logs.values()),
             tuple((b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()),
             tuple(sorted(self.follower_leo.items())), len(self.pending_produce),
+            self.active_controller,
         )
 
     def _controller_round(self) -> None:
         ctx, part = self.ctx, self.part
+        if not self.has_quorum():
+            # No active controller (KIP-595: a leader needs a majority's votes): no session
+            # expires, no broker registers or is unfenced, no AlterPartition is answered and no
+            # metadata reaches a broker until a majority runs again. The brokers keep the last
+            # metadata they fetched; the leader keeps serving with the ISR it has.
+            return
         # 1. Sessions that expired, in the order the brokers went away.
         order = self.down_order + [b for b in self.brokers_ids if b not in self.down_order]
         for b in order:

@@ -23,7 +23,18 @@ from typing import Any
 
 import yaml
 
-from pytest_elr.actions import Action, Heal, Lifecycle, Produce, Restart, Resume, SetMinIsr
+from pytest_elr.actions import (
+    ALL_CONTROLLERS,
+    Action,
+    CrashController,
+    Heal,
+    Lifecycle,
+    Produce,
+    Restart,
+    RestartController,
+    Resume,
+    SetMinIsr,
+)
 from pytest_elr.backends.base import Backend
 from pytest_elr.checker import Checker, Verdict, inline_checker
 from pytest_elr.core.errors import BackendError
@@ -35,7 +46,7 @@ from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
-from pytest_elr.scenario.schema import ELECTION_COUNTS, Failure, Scenario, Step, unexplained
+from pytest_elr.scenario.schema import ANY_CONTROLLER, ELECTION_COUNTS, Failure, Scenario, Step, unexplained
 from pytest_elr.workload.drain import max_acked_offset
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -189,6 +200,8 @@ class Executor:
         self.losses: list[LossEvidence] = []
         #: brokers whose process an action left down or paused (the finale brings them back)
         self.lifecycle: dict[int, Lifecycle] = {}
+        #: a controller was crashed (the finale restarts every stopped controller)
+        self.controller_crashed = False
         #: every known HWM the cluster reported at a step's end, in order (label, HWM)
         self.hwm_seen: list[tuple[str, int]] = []
         self.min_isr = scenario.topic.min_insync_replicas
@@ -381,6 +394,7 @@ class Executor:
         if record and action.fault:
             self.history.record("fault", **action.describe())
         self.lifecycle.update(action.transitions())
+        self.controller_crashed |= isinstance(action, CrashController)
         self.lossy_applied |= action.lossy
         if isinstance(action, SetMinIsr):
             self.min_isr = action.value
@@ -664,6 +678,8 @@ class Executor:
         for broker, state in sorted(self.lifecycle.items()):
             if state == "paused":
                 self.apply(Resume(broker=broker), ctx)
+        if self.controller_crashed:  # first: without a quorum no broker registers
+            self.apply(RestartController(controller=ALL_CONTROLLERS), ctx)
         for broker, state in sorted(self.lifecycle.items()):
             if state == "down":
                 self.apply(Restart(broker=broker), ctx)
@@ -926,6 +942,10 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
         elif key == "recovering" and obs.recovering != want:
             seen = "unknown (not read)" if obs.recovering is None else obs.recovering
             out.append(f"recovering: expected {want}, observed {seen}")
+        elif key == "active_controller" and not _is_active_controller(want, obs.active_controller):
+            def name(c: int | str | None) -> str:
+                return "none (no quorum leader)" if c is None else str(c)
+            out.append(f"active_controller: expected {name(want)}, observed {name(obs.active_controller)}")
         elif key == "produce":
             out += _compare_produces(want, ctx)
         elif key == "rejected" and want not in ctx.protocol_errors:
@@ -938,6 +958,11 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
                 out.append(f"lost: expected brokers {sorted(want)} to lose unsynced records, "
                            f"observed {sorted(bit)} ({detail or 'no lossy shutdown'})")
     return out
+
+
+def _is_active_controller(want: int | str | None, got: int | None) -> bool:
+    """``active_controller: any`` is some controller; ``none`` (None) no quorum leader."""
+    return got is not None if want == ANY_CONTROLLER else got == want
 
 
 def _compare_epoch(key: str, want: str, obs: Observation, ctx: StepContext) -> list[str]:
@@ -1064,7 +1089,7 @@ def _as_yaml(value: Any) -> Any:
 def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
     """What the step observed for the expectation ``key``, in the expectation's form."""
     if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering", "replicas", "adding",
-               "removing", *EPOCHS):
+               "removing", "active_controller", *EPOCHS):
         return _as_yaml(getattr(obs, key, None))
     if key == "produce":
         return [{"acked": p.acked, "outcomes": p.words()} for p in ctx.produces]

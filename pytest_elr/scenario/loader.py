@@ -24,6 +24,7 @@ from pytest_elr.core.versions import VersionError, version_range
 from pytest_elr.model.invariants import INVARIANT_NAMES
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.schema import (
+    ANY_CONTROLLER,
     DIFFERABLE,
     ELECTION_COUNTS,
     EXPECTATION_KEYS,
@@ -93,8 +94,10 @@ def _check_depth(text: str, path: str) -> None:
 
 
 class _Builder:
-    def __init__(self, reader: Reader) -> None:
+    def __init__(self, reader: Reader, controllers: int | None = None) -> None:
         self.r = reader
+        #: the cluster's controllers, once read (None: not known, e.g. a Python API expectation)
+        self.controllers = controllers
 
     def scenario(self, root: yaml.Node) -> Scenario:
         r = self.r
@@ -229,6 +232,7 @@ class _Builder:
         if "log_dirs" in doc:
             log_dirs = r.integer(doc["log_dirs"], "cluster.log_dirs", minimum=1, maximum=L.MAX_LOG_DIRS)
         r.brokers = brokers
+        self.controllers = controllers
         return ClusterSpec(brokers=brokers, controllers=controllers, session_timeout_ms=session, log_dirs=log_dirs)
 
     def topic(self, node: yaml.Node) -> TopicSpec:
@@ -429,6 +433,18 @@ class _Builder:
             return r.string(value, what, EPOCH_WORDS)
         if key in ELECTION_COUNTS:  # elections since the scenario's start (docs/model.md, "Metrics")
             return r.integer(value, what, minimum=0, maximum=L.MAX_ELECTIONS)
+        if key == "active_controller":
+            if isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int":
+                if value.value in ("none", "null", "~", ""):
+                    return None
+                if value.value == ANY_CONTROLLER:
+                    return ANY_CONTROLLER
+                r.fail(value, f"{what}: expected a controller number, any or none (no quorum), got {value.value!r}")
+            index = r.integer(value, what, minimum=0)
+            if self.controllers is not None and index >= self.controllers:
+                r.fail(value, f"{what}: controller {index} is not in the cluster: it has {self.controllers} "
+                              f"controller{'s' if self.controllers > 1 else ''} (0..{self.controllers - 1})")
+            return index
         raise AssertionError(f"expectation key {key!r} has no reader")  # EXPECTATION_KEYS and this agree
 
     def produce_outcome(self, node: yaml.Node, what: str) -> dict[str, Any]:
@@ -518,10 +534,10 @@ def cluster_and_topic_from_python(cluster: dict[str, Any], topic: dict[str, Any]
 
 
 def expectation_from_python(expected: dict[str, Any], brokers: tuple[int, ...],
-                            where: tuple[str, int]) -> dict[str, Any]:
+                            where: tuple[str, int], controllers: int | None = None) -> dict[str, Any]:
     """``expect(...)``'s keyword arguments, validated exactly as a step's ``expect``."""
-    out, _ = _Builder(PythonReader(where, brokers)).expectation(python_node(expected), "expect",
-                                                                allow_profiles=False)
+    out, _ = _Builder(PythonReader(where, brokers), controllers).expectation(python_node(expected), "expect",
+                                                                             allow_profiles=False)
     return out
 
 

@@ -15,11 +15,13 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 EXPECTATION_KEYS = (
     "leader", "isr", "elr", "last_known_elr", "fenced", "hwm", "produce", "rejected", "lost",
     "recovering", "held", "leader_epoch", "partition_epoch", "replicas",
-    "adding", "removing", "elr_elections", "unclean_elections",
+    "adding", "removing", "elr_elections", "unclean_elections", "active_controller",
 )
 #: the expectations read from the system's counters (``Backend.election_counts``): elections since
 #: the scenario's start, counted as Kafka's controller meters count them (docs/model.md, "Metrics")
 ELECTION_COUNTS = ("elr_elections", "unclean_elections")
+#: ``active_controller: any``: some controller leads the metadata quorum
+ANY_CONTROLLER = "any"
 #: what the executor holds a system to the model on (the state after every fault, caught-up
 #: followers, each produce's outcome): the keys of a step's ``differs``
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "leader_epoch",

@@ -24,6 +24,8 @@ DescribeLogDirs        35    3        which log dir holds a replica, and whether
 AlterPartitionReassignments 45 0      start a reassignment to a target replica list, or
                                       cancel one (a null list)
 ListPartitionReassignments 46  0      a reassignment under way: replicas, adding, removing
+DescribeQuorum         55    1        the metadata quorum's leader: the active controller
+                                      (a broker forwards it to the controllers)
 =====================  ====  =======  ==========================================
 
 Per-replica LEO: ``DescribeLogDirs`` reports ``OffsetLag`` = max(HW - LEO, 0)
@@ -157,6 +159,32 @@ def describe_cluster(host: str, port: int, timeout_s: float = 5.0) -> list[Broke
 
     brokers = r.compact_array(broker) or []
     return sorted(brokers, key=lambda b: b.broker_id)
+
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def describe_quorum_leader(host: str, port: int, timeout_s: float = 5.0) -> int | None:
+    """The node id of the metadata quorum's leader, the active controller (DescribeQuorum v1 for
+    ``__cluster_metadata-0``); None when the quorum has none (LeaderId -1, or an error: no
+    controller could answer the forwarded request)."""
+    body = Writer()
+    body.compact_array([METADATA_TOPIC], lambda w, t: w.compact_string(t).compact_array(
+        [0], lambda w, p: w.int32(p).tags()).tags())
+    body.tags()
+    r = request(host, port, 55, 1, bytes(body.buf), timeout_s)
+    if r.int16():  # top-level error code
+        return None
+    if r.uvarint() < 2:  # compact array length + 1: no topic in the answer
+        return None
+    r.compact_string()  # topic name
+    if r.uvarint() < 2:
+        return None
+    r.int32()  # partition index
+    if r.int16():  # partition error code
+        return None
+    leader = r.int32()  # the rest (epoch, HWM, voters, observers) is not needed
+    return None if leader < 0 else leader
 
 
 def list_offset(host: str, port: int, topic: str, partition: int, replica_id: int,

@@ -160,6 +160,14 @@ class ClusterClient:
         """Registered brokers that the controller has fenced (DescribeCluster v2)."""
         return {b.broker_id for b in self.brokers(via) if b.fenced}
 
+    def active_controller(self, via: int | None = None, timeout_s: float = 3.0) -> int | None:
+        """The node id of the active controller (the metadata quorum's leader); None: no leader, or
+        no broker could reach one within ``timeout_s``."""
+        try:
+            return self._ask(lambda port: admin.describe_quorum_leader(HOST, port, timeout_s), via)
+        except KafkaProtocolError:
+            return None
+
     def local_leo(self, node: int, tp: tuple[str, int]) -> int | None:
         """``node``'s own log end offset of partition ``tp`` (None: no answer)."""
         try:

@@ -1,0 +1,121 @@
+"""Controllers as fault targets (issue 27 item 2): the model's quorum rules, the Python API, and
+the planted violations the failover scenario's expectations and the executor's comparison catch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_backend import ElrLostOnFailover, Fake, NoFailover
+
+from pytest_elr.actions import Crash, CrashController, Cut, Heal, Produce, RestartController
+from pytest_elr.api import ClusterHandle
+from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.errors import ScenarioError
+from pytest_elr.core.nodes import isolation_links
+from pytest_elr.core.specs import ClusterSpec, TopicSpec
+from pytest_elr.model.cluster import ModelCluster, ModelError
+from pytest_elr.model.profiles import get_profile
+from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario.loader import load_scenario
+
+BROKERS = (0, 1, 2)
+FAILOVER = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_fails_mid_timeline.elr.yaml"
+
+
+def _model(controllers: int = 3) -> ModelCluster:
+    return ModelCluster(BROKERS, [0, 1, 2], 2, get_profile("kafka"), controllers=controllers)
+
+
+def _below_min_isr(m: ModelCluster) -> None:
+    """ISR [2], ELR [1], broker 0 and 1 fenced: a state the ELR matters in."""
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=isolation_links(0, "all", BROKERS)))
+    m.apply(Cut(links=isolation_links(1, "all", BROKERS)))
+    assert (m.part.leader, m.part.isr, m.part.elr) == (2, [2], [1])
+
+
+def test_a_failover_keeps_the_partition_and_elects_a_live_controller() -> None:
+    m = _model()
+    _below_min_isr(m)
+    before, epochs = m.part.view(), (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(CrashController(controller="active"))
+    assert m.has_quorum() and m.active_controller not in (None, 0)
+    assert m.part.view() == before and (m.part.leader_epoch, m.part.partition_epoch) == epochs
+    assert m.observe().active_controller == m.active_controller
+    # the new controller still acts on the ELR: broker 2 gone, healed, broker 1 is elected from it
+    m.apply(Crash(broker=2))
+    m.apply(Heal(links=None))
+    assert m.part.leader == 1
+
+
+def test_without_a_majority_no_metadata_changes_until_one_is_back() -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    m.apply(CrashController(controller=0))
+    m.apply(CrashController(controller="active"))
+    assert not m.has_quorum() and m.active_controller is None
+    before, fenced = m.part.view(), set(m.fenced)
+    m.apply(Cut(links=isolation_links(0, "all", BROKERS)))  # the leader cut off: nobody fences it
+    assert m.part.view() == before and m.fenced == fenced
+    m.apply(RestartController(controller=0))  # two of three: a leader again, and the fencing happens
+    assert m.active_controller == 0 and 0 in m.fenced and m.part.leader != 0
+
+
+def test_one_controller_crashed_is_no_quorum_and_its_restart_brings_it_back() -> None:
+    m = _model(controllers=1)
+    assert m.has_quorum() and m.active_controller == 0
+    m.apply(CrashController(controller="active"))
+    assert not m.has_quorum() and m.active_controller is None
+    m.apply(Crash(broker=0))
+    assert 0 not in m.fenced and m.part.leader == 0
+    m.apply(RestartController(controller="all"))
+    assert m.active_controller == 0 and 0 in m.fenced and m.part.leader == 1
+
+
+@pytest.mark.parametrize(("actions", "error"), [
+    ([CrashController(controller=1), CrashController(controller=1)], "controller 1 is not running"),
+    ([RestartController(controller=2)], "controller 2 is already running"),
+    ([CrashController(controller=0), CrashController(controller=1), CrashController(controller="active")],
+     "no controller is active"),
+])
+def test_the_model_refuses_what_the_controllers_state_forbids(actions: list, error: str) -> None:
+    m = _model()
+    with pytest.raises(ModelError, match=error):
+        for action in actions:
+            m.apply(action)
+
+
+def test_the_python_api_crashes_the_active_controller() -> None:
+    c = ClusterHandle(ModelBackend(), "kafka", ClusterSpec(BROKERS, controllers=3), TopicSpec("t", BROKERS, 2))
+    c.expect(active_controller=0)
+    c.crash_controller("active")
+    c.expect(active_controller="any", leader=0)
+    with pytest.raises(ScenarioError, match="controller 3 is not in the cluster: it has 3 controllers"):
+        c.crash_controller(3)
+    with pytest.raises(ScenarioError, match="expected a controller number, any or none"):
+        c.expect(active_controller="some")
+    c.restart_controller("all")
+    assert c.verdict().lost_count == 0
+    assert c.result is not None and c.result.passed, c.result.message
+
+
+def test_the_failover_scenario_passes_on_a_faithful_system(tmp_path: Path) -> None:
+    result = run_scenario(load_scenario(FAILOVER), Fake(), "kafka", tmp_path)
+    assert result.passed, result.message
+
+
+def test_an_elr_lost_in_the_failover_is_caught_by_the_comparison_and_the_expectation() -> None:
+    result = run_scenario(load_scenario(FAILOVER), ElrLostOnFailover(), "kafka")
+    assert not result.passed
+    assert "step failover" in result.message
+    differs = "after crash_controller, the system differs from the model in elr: model [1, 2], observed []"
+    assert differs in result.message
+    assert "elr: expected [1, 2], observed []" in result.message
+
+
+def test_no_new_active_controller_is_caught_by_the_expectation() -> None:
+    result = run_scenario(load_scenario(FAILOVER), NoFailover(), "kafka")
+    assert not result.passed
+    assert "step failover" in result.message
+    assert "active_controller: expected any, observed none (no quorum leader)" in result.message
