@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fake_backend import Fake, OneAtATime
 
-from pytest_elr.actions import Crash, Produce, Slow
+from pytest_elr.actions import Crash, Cut, Heal, Produce, Slow
 from pytest_elr.core.nodes import isolation_links
 from pytest_elr.core.observation import Observation
 from pytest_elr.model.alternatives import MAX_STATES, Alternatives, outcomes
@@ -126,3 +126,26 @@ def test_a_written_scenario_expects_only_what_every_order_agrees_on() -> None:
     assert trace is not None
     assert trace[0]["elr"] == [] and trace[1]["isr"] == [0] and "elr" not in trace[1]
     assert "leader" not in trace[2] and trace[2]["isr"] == [1, 2] and trace[2]["fenced"] == [0]
+
+
+def test_elr_members_unfenced_in_one_round_may_be_elected_in_either_order() -> None:
+    """KIP-966 "Controller behaviors" 3: the ELR member unfenced first is elected. Found by elr explore
+    on Kafka 4.4.0: ISR [] and ELR [1, 2], every link healed at once, broker 2 elected where the model
+    only allowed 1."""
+    states = Alternatives([model()])
+    for action in (Crash(broker=0), Cut(links=isolation_links(2, "all", BROKERS)), Produce(count=4),
+                   Cut(links=isolation_links(1, "controller", BROKERS))):
+        states.apply(action)
+    assert [(s.part.leader, tuple(s.part.elr)) for s in states.states] == [(None, (1, 2))]
+    states.apply(Heal(links=None))
+    assert [s.part.leader for s in states.states] == [1, 2]  # the canonical (ids' order) first
+    # broker 0, crashed and out of ISR and ELR, is no candidate in any order
+    assert all(s.part.isr == [1, 2] for s in states.states)
+
+
+def test_with_a_leader_the_order_of_unfencing_gives_no_alternative() -> None:
+    m = model()
+    m.apply(Cut(links=isolation_links(1, "controller", BROKERS)))
+    m.apply(Cut(links=isolation_links(2, "controller", BROKERS)))
+    assert m.part.leader == 0 and m.fenced == {1, 2}
+    assert len(outcomes(m, Heal(links=None))) == 1

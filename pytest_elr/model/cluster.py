@@ -751,6 +751,23 @@ class ModelCluster:
             self.active_controller,
         )
 
+    def _unfences_now(self, b: int) -> bool:
+        """``b`` heartbeats to the controller this round and is fenced: it is unfenced now."""
+        return b in self.fenced and b not in self.heartbeats_held and self._round_trip(b, CONTROLLER, allow_slow=True)
+
+    def _next_to_heartbeat(self, pending: list[int]) -> int:
+        """The broker the controller hears from next. KIP-966 "Controller behaviors" 3: "The replica
+        gets unfenced. If the replica is an ELR member and ISR is empty, this replica will be elected
+        as leader": of several brokers unfenced in one round (a heal of all links) while the
+        partition is leaderless, whichever heartbeats first is elected, and that is timing (found by
+        elr explore on Kafka 4.4.0: ELR [1, 2] healed at once, 2 elected where the model said 1).
+        The canonical order is the brokers' ids."""
+        first = pending[0]
+        if self.timing is None or self.part.leader is not None or not self._unfences_now(first):
+            return first
+        others = [b for b in pending[1:] if self._unfences_now(b)]
+        return self.timing.choose([first, *others]) if others else first
+
     def _controller_round(self) -> None:
         ctx, part = self.ctx, self.part
         if not self.has_quorum():
@@ -767,7 +784,10 @@ class ModelCluster:
                 self.fenced.add(b)
                 controller.fence(part, b, ctx)
         # 2. Registrations of restarted brokers, then unfencing of those that can heartbeat.
-        for b in self.brokers_ids:
+        pending = list(self.brokers_ids)
+        while pending:
+            b = self._next_to_heartbeat(pending)
+            pending.remove(b)
             broker = self.brokers[b]
             if not self._round_trip(b, CONTROLLER, allow_slow=True):
                 continue
