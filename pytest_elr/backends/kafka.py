@@ -172,6 +172,8 @@ class KafkaBackend(Backend):
         # partition epoch), and the partition state it was read for
         self._registration_read: tuple[tuple[object, ...], Registration | None] | None = None
         self._miss_recorded: tuple[tuple[object, ...], str] | None = None
+        #: the topics of earlier runs on this (pooled) cluster are deleted before the first count
+        self._counting_alone = False
         self._started_at = time.monotonic()
         #: per node, what the mutation agent reported at the run's end (``sut.instrument``)
         self.planted_mutants: dict[str, str] = {}
@@ -654,11 +656,25 @@ class KafkaBackend(Backend):
     def election_counts(self) -> dict[str, int]:
         """Kafka's controller meters (``sut/meters.py``), read on the first controller: every
         controller replays the same metadata log, and the pooled clusters' controllers are never
-        restarted, so its counts are the cluster's since it started."""
+        restarted, so its counts are the cluster's since it started. The meters count every topic's
+        elections: before the first read the topics earlier runs left on this pooled cluster are
+        deleted, or their partitions would elect on this run's faults (measured in CI: a leftover
+        topic with unclean election on counted one unclean election during the walkthrough)."""
+        if not self._counting_alone:
+            self._delete_other_topics()
+            self._counting_alone = True
         try:
             return self.cluster.election_counts()
         except NodeCommandError as exc:
             raise BackendError(f"cannot read the controller's meters: {exc}") from None
+
+    def _delete_other_topics(self) -> None:
+        """DeleteTopics for every topic but this run's and Kafka's internal ones, waited for."""
+        admin = AdminClient({"bootstrap.servers": self._bootstrap()})
+        others = [t for t in admin.list_topics(timeout=PRODUCE_TIMEOUT_S).topics
+                  if t != self.topic and not t.startswith("__")]
+        for future in (admin.delete_topics(others, operation_timeout=PRODUCE_TIMEOUT_S).values() if others else ()):
+            future.result(timeout=PRODUCE_TIMEOUT_S)
 
     def protocol_errors(self) -> list[str]:
         counts = self._rejection_count()

@@ -294,7 +294,7 @@ def test_a_registration_miss_says_why() -> None:
     from pytest_elr.sut.metadata_log import Registration
 
     held = Registration(leader=0, leader_epoch=0, partition_epoch=0, isr=(0, 1), elr=(), last_known_elr=(),
-                        recovering=False)
+                        recovering=False, replicas=(0, 1))
 
     class Log:
         def registrations(self, topic: str, partition: int) -> list[Registration]:
