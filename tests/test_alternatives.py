@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fake_backend import Fake, OneAtATime
 
-from pytest_elr.actions import Crash, Cut, Heal, Produce, Slow
+from pytest_elr.actions import Crash, Cut, Heal, Pause, Produce, Shutdown, Slow
 from pytest_elr.core.nodes import isolation_links
 from pytest_elr.core.observation import Observation
 from pytest_elr.model.alternatives import MAX_STATES, Alternatives, outcomes
@@ -149,3 +149,27 @@ def test_with_a_leader_the_order_of_unfencing_gives_no_alternative() -> None:
     m.apply(Cut(links=isolation_links(2, "controller", BROKERS)))
     assert m.part.leader == 0 and m.fenced == {1, 2}
     assert len(outcomes(m, Heal(links=None))) == 1
+
+
+def test_a_paused_broker_shut_down_may_heartbeat_first_or_not() -> None:
+    """SIGCONT then SIGTERM: the resumed JVM's overdue heartbeat races its controlled shutdown.
+    Heartbeat first (elr explore on 4.4.0): the ELR member is unfenced, elected, then leaves and is
+    the LastKnownElr. Shutdown first (CI on 4.4.0): nothing changes. Both are allowed, no third."""
+    states = Alternatives([model()])
+    for broker in BROKERS:
+        states.apply(Pause(broker=broker))
+    [before] = states.states
+    assert (before.part.isr, before.part.elr, before.part.last_known_elr) == ([], [1, 2], [2])
+    epochs = (before.part.leader_epoch, before.part.partition_epoch)
+    states.apply(Shutdown(broker=1))
+    heartbeat_first, shutdown_first = states.states
+    assert heartbeat_first.part.last_known_elr == [1]
+    assert heartbeat_first.part.leader_epoch > epochs[0]
+    assert shutdown_first.part.last_known_elr == [2]
+    assert (shutdown_first.part.leader_epoch, shutdown_first.part.partition_epoch) == epochs
+    for state in states.states:
+        assert (state.part.leader, state.part.isr, state.part.elr, state.fenced) == (None, [], [1, 2], {0, 1, 2})
+
+
+def test_a_running_broker_shut_down_gives_no_alternative() -> None:
+    assert len(outcomes(model(), Shutdown(broker=1))) == 1

@@ -430,11 +430,14 @@ class ModelCluster:
     @_do.register
     def _(self, action: Shutdown) -> Result:
         if self._running(action.broker).paused:
-            # A stopped JVM cannot handle SIGTERM: it is resumed first, and its overdue heartbeat
-            # goes out before the controlled shutdown starts (found by elr explore on Kafka 4.4.0,
-            # confirmed 2/2: an ELR member paused, then shut down, was unfenced and elected first).
+            # A stopped JVM cannot handle SIGTERM: it is resumed first (SIGCONT, then SIGTERM), and
+            # its overdue heartbeat races the controlled shutdown. Heartbeat first (found by elr
+            # explore on Kafka 4.4.0, 2 of 2 local runs): a fenced ELR member is unfenced and
+            # elected, then leaves cleanly. Shutdown first (CI on 4.4.0, 2026-11-26): the heartbeat
+            # already asks to shut down, the controller never unfences it, nothing changes.
             self.brokers[action.broker].paused = False
-            self.settle()
+            if self.timing is None or self.timing.choose((True, False)):
+                self.settle()
         self._stop(action.broker, clean=True)
         return None
 
