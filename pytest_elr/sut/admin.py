@@ -312,14 +312,21 @@ def alter_replica_log_dir(host: str, port: int, topic: str, partition: int, log_
     body.tags()
     r = request(host, port, 34, 2, bytes(body.buf), timeout_s)
     r.int32()
+    _raise_partition_error(r, f"move {topic}-{partition} to {log_dir} on {host}:{port}", messages=False)
+
+
+def _raise_partition_error(r: Reader, what: str, *, messages: bool) -> None:
+    """Read a response's topics -> partitions results (name; index, error code[, message]) and
+    raise the first partition's error, if any."""
     errors: list[KafkaProtocolError] = []
 
     def part(r: Reader) -> None:
         r.int32()
         code = r.int16()
+        message = r.compact_string() if messages else None
         r.tags()
         if code:
-            errors.append(_err(code, f"move {topic}-{partition} to {log_dir} on {host}:{port}"))
+            errors.append(_err(code, what, message))
 
     def top(r: Reader) -> None:
         r.compact_string()
@@ -399,23 +406,7 @@ def alter_partition_reassignment(host: str, port: int, topic: str, partition: in
     code, msg = r.int16(), r.compact_string()
     if code:
         raise _err(code, what, msg)
-    errors: list[KafkaProtocolError] = []
-
-    def part_resp(r: Reader) -> None:
-        r.int32()
-        code, msg = r.int16(), r.compact_string()
-        r.tags()
-        if code:
-            errors.append(_err(code, what, msg))
-
-    def top(r: Reader) -> None:
-        r.compact_string()
-        r.compact_array(part_resp)
-        r.tags()
-
-    r.compact_array(top)
-    if errors:
-        raise errors[0]
+    _raise_partition_error(r, what, messages=True)
 
 
 @dataclass(frozen=True)

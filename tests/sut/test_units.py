@@ -319,3 +319,30 @@ def test_a_registration_miss_says_why() -> None:
     assert "controller 1001's log unreadable (docker exec timed out)" in client.registration_miss
     assert client.registration(PartitionState(topic="t", partition=0, leader=0, leader_epoch=0, replicas=(0, 1),
                                               isr=(0, 1), elr=(), last_known_elr=(), offline_replicas=())) == held
+
+
+def _partition_results(results: list[tuple[int, int, str | None]], messages: bool) -> Reader:
+    """A response's topics -> partitions results, as AlterReplicaLogDirs (no message) and
+    AlterPartitionReassignments (with one) send them."""
+    def part(w: Writer, res: tuple[int, int, str | None]) -> None:
+        w.int32(res[0]).int16(res[1])
+        if messages:
+            w.compact_string(res[2])
+        w.tags()
+
+    body = Writer().compact_array(["t"], lambda w, name: w.compact_string(name).compact_array(results, part).tags())
+    return Reader(bytes(body.buf))
+
+
+@pytest.mark.parametrize("messages", [False, True])
+def test_the_first_partition_error_of_a_response_is_raised_with_its_message(messages: bool) -> None:
+    from pytest_elr.sut.admin import _raise_partition_error
+    from pytest_elr.sut.errors import KafkaProtocolError
+
+    _raise_partition_error(_partition_results([(0, 0, None), (1, 0, None)], messages), "move", messages=messages)
+    with pytest.raises(KafkaProtocolError) as raised:
+        _raise_partition_error(_partition_results([(0, 0, None), (1, 3, "gone"), (2, 39, None)], messages),
+                               "reassign t-1", messages=messages)
+    assert raised.value.error_code == 3
+    assert str(raised.value).startswith("reassign t-1: UNKNOWN_TOPIC_OR_PARTITION")
+    assert ("(gone)" in str(raised.value)) == messages
