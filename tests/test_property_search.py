@@ -140,8 +140,10 @@ def test_the_search_finds_the_election_bug_when_its_rule_is_off() -> None:
 
 
 def test_legacy_loss_is_found_shrunk_and_written_as_a_runnable_scenario(tmp_path: Path) -> None:
-    # About one schedule in 500 loses data under legacy: 3,000 find it (~1 s per 200 schedules).
-    found = search("legacy", max_examples=3000)
+    # Aimed at the class, as the kafka search below: followers cut off, the leader's lossy shutdown,
+    # its restart. Drawn among every kind, one schedule in ~500 loses and 3,000 took 2-7 min of CI;
+    # among these four, derandomized, the first 100 find it (~18 s with the shrinking).
+    found = search("legacy", max_examples=300, kinds=("isolate", "lossy", "restart", "heal"))
     assert found is not None, "Hypothesis should find the pre-ELR loss"
     actions, violations = found
     assert len(actions) <= 6, f"not shrunk: {actions}"
