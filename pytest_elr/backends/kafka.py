@@ -172,8 +172,10 @@ class KafkaBackend(Backend):
         # partition epoch), and the partition state it was read for
         self._registration_read: tuple[tuple[object, ...], Registration | None] | None = None
         self._miss_recorded: tuple[tuple[object, ...], str] | None = None
-        #: the topics of earlier runs on this (pooled) cluster are deleted before the first count
-        self._counting_alone = False
+        #: per controller (node id), its election meters at this run's first read; None: not read
+        self._meter_bases: dict[int, dict[str, int]] | None = None
+        #: controllers this run crashed, restarted or not: their meters started again from zero
+        self._controllers_crashed: set[int] = set()
         self._started_at = time.monotonic()
         #: per node, what the mutation agent reported at the run's end (``sut.instrument``)
         self.planted_mutants: dict[str, str] = {}
@@ -208,6 +210,8 @@ class KafkaBackend(Backend):
         self.faults = Faults(self.cluster)
         self._controllers = self.cluster.controller_ids
         self._controllers_down = set()
+        self._controllers_crashed = set()
+        self._meter_bases = None
         self.topic = f"{topic.name}-{secrets.token_hex(3)}"
         self._errors_seen = self._rejection_count()
         self.client.create_topic(self.topic, {0: list(topic.replicas)},
@@ -365,6 +369,7 @@ class KafkaBackend(Backend):
         node = self._controller_node(action)
         self.faults.process.crash(node)
         self._controllers_down.add(node)
+        self._controllers_crashed.add(node)
         return None
 
     @_do.register
@@ -654,19 +659,27 @@ class KafkaBackend(Backend):
         return {b: n for b, n in report.items() if b != OBSERVER_ID}
 
     def election_counts(self) -> dict[str, int]:
-        """Kafka's controller meters (``sut/meters.py``), read on the first controller: every
-        controller replays the same metadata log, and the pooled clusters' controllers are never
-        restarted, so its counts are the cluster's since it started. The meters count every topic's
-        elections: before the first read the topics earlier runs left on this pooled cluster are
-        deleted, or their partitions would elect on this run's faults (measured in CI: a leftover
-        topic with unclean election on counted one unclean election during the walkthrough)."""
-        if not self._counting_alone:
-            self._delete_other_topics()
-            self._counting_alone = True
+        """Kafka's controller meters (``sut/meters.py``), as counts since this run's first read.
+        Every controller replays the same metadata log, so each counts the same elections -- since
+        its own JVM started: the first read takes every running controller's counts as its base, and
+        each later read uses a controller this run has not crashed (a crash starts its meters from
+        zero again). The meters count every topic's elections: before the first read the topics
+        earlier runs left on this pooled cluster are deleted, or their partitions would elect on
+        this run's faults."""
         try:
-            return self.cluster.election_counts()
+            if self._meter_bases is None:
+                self._delete_other_topics()
+                self._meter_bases = {node: self.cluster.election_counts(node) for node in self._controllers
+                                     if node not in self._controllers_down}
+            intact = [node for node in self._meter_bases if node not in self._controllers_crashed]
+            if not intact:
+                raise BackendError("elections cannot be counted: every controller whose meters were read at "
+                                   "the start has been crashed since, and a crashed JVM counts from zero again")
+            node = intact[0]
+            now, base = self.cluster.election_counts(node), self._meter_bases[node]
         except NodeCommandError as exc:
             raise BackendError(f"cannot read the controller's meters: {exc}") from None
+        return {key: count - base[key] for key, count in now.items() if key in base}
 
     def _delete_other_topics(self) -> None:
         """DeleteTopics for every topic but this run's and Kafka's internal ones, waited for."""

@@ -243,9 +243,10 @@ class KafkaCluster:
     def broker_ids(self) -> list[int]:
         return [b.node_id for b in self.topology.brokers]
 
-    def election_counts(self) -> dict[str, int]:
-        """Kafka's election meters on the first controller, by expectation key (``sut/meters.py``)."""
-        return election_counts(self.node(self.controller_ids[0]))
+    def election_counts(self, controller: int | None = None) -> dict[str, int]:
+        """Kafka's election meters on ``controller`` (default: the first), by expectation key
+        (``sut/meters.py``): counts since that controller's JVM started."""
+        return election_counts(self.node(self.controller_ids[0] if controller is None else controller))
 
     @property
     def controller_ids(self) -> list[int]:
