@@ -86,6 +86,7 @@ START_TIMEOUT_ENV = "PYTEST_ELR_KAFKA_START_TIMEOUT"  # seconds a new cluster ha
 CLUSTER_DID_NOT_START = "the cluster did not start"
 PRODUCE_TIMEOUT_S = 15.0
 OBSERVER_ID = 900  # below the controllers' ids (1000+) and above any scenario broker (0-99)
+GROUP_OFFSETS_TOPIC = "__consumer_offsets"
 DRAIN_TIMEOUT_S = 30.0
 # A broker cut from the controller takes 300.5 s to finish a clean shutdown (measured on 4.3.1:
 # its controlled shutdown waits for the controller that long), so a clean shutdown gets longer.
@@ -240,15 +241,32 @@ class KafkaBackend(Backend):
                 from pytest_elr.sut.images import resolve_dist_image  # here: it imports Docker's client
 
                 image = resolve_dist_image(self.dist)  # built on first use (minutes), then reused
-            return KafkaCluster(
+            started = KafkaCluster(
                 brokers=[*cluster.brokers, OBSERVER_ID], controllers=cluster.controllers, elr=elr,
                 kafka_version=self.kafka_version, image=image, extra_config=extra, log_dirs=cluster.log_dirs,
                 instrumentation=instrumentation, start_timeout_s=float(os.environ.get(START_TIMEOUT_ENV) or 120),
             ).start()
+            try:
+                self._pin_group_offsets(started)
+            except SutError:
+                started.close()
+                raise
+            return started
         except ClusterStartError as exc:
             raise BackendError(f"{CLUSTER_DID_NOT_START}: {exc}") from None
         except SutError as exc:
             raise BackendError(str(exc)) from None
+
+    @staticmethod
+    def _pin_group_offsets(cluster: Any) -> None:
+        """Create ``__consumer_offsets`` on the observer alone. The drain's consumer group needs it;
+        auto-created, its partitions land on the scenario's brokers, elect on their faults and count
+        in the controller's election meters (measured on 4.4.0: the walkthrough's T6 counted
+        ``__consumer_offsets-2``'s election of its last known leader as unclean). The observer is
+        never faulted; Kafka's group coordinator uses a topic of that name that already exists."""
+        partitions = int(TUNING["offsets.topic.num.partitions"])
+        ClusterClient(cluster).create_topic(GROUP_OFFSETS_TOPIC, {p: [OBSERVER_ID] for p in range(partitions)},
+                                            configs={"cleanup.policy": "compact"})
 
     def close(self) -> None:
         try:
