@@ -244,7 +244,15 @@ class Cut(Action):
 class Slow(Action):
     """Delay the links beyond ``replica.lag.time.max.ms`` but within the broker session
     timeout: a follower fetching over it falls out of the ISR; a broker's requests to the
-    controller are held (delivered when healed) while it stays unfenced."""
+    controller are held (delivered when healed) while it stays unfenced.
+
+    A slow follower still fetches, late (5 s against ``replica.socket.timeout.ms`` 3 s): it gets
+    no records, but Kafka's leader takes it back into the ISR on a fetch at its HWM
+    (``Partition.maybeExpandIsr``) and drops it again for lagging. Under min ISR the HWM is frozen
+    (KIP-966), so a follower that left there is in and out in turn until healed (measured on
+    Kafka 4.4.0 and 4.0.2: back 1.5-5 s after each leave, in for 0.4-1.5 s); one that left at min
+    ISR is passed by the HWM and stays out. The shadow oracle allows either moment, the model
+    backend has it out (docs/model.md, "Timing: a slow follower at the frozen HWM")."""
 
     links: tuple[Link, ...]
     latency_ms: int = DEFAULT_LATENCY_MS

@@ -4,8 +4,9 @@ Subclasses plant one way a harness can be blind (see test_harness_mutants.py).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pytest_elr.actions import Action, CrashController
 from pytest_elr.backends.model import ModelBackend
@@ -13,6 +14,8 @@ from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Resul
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import Rules
 from pytest_elr.model.timing import Timing
+
+T = TypeVar("T")
 
 #: no expectation at all: whatever the fake gets wrong, only the model comparison can see it
 SILENT = """
@@ -121,7 +124,15 @@ class OneAtATime(Fake):
     def start(self, *args: Any, **kwargs: Any) -> None:
         super().start(*args, **kwargs)
         assert self.model is not None
-        self.model.timing = Timing(script=(1,) * 100)  # option 1: all but the last leave first
+        self.model.timing = LaggingOneAtATime()
+
+
+class LaggingOneAtATime(Timing):
+    """Option 1 where followers lag at once (all but the last leave first); the canonical option
+    at every other choice (a slow follower stays out of the ISR, ...)."""
+
+    def choose(self, options: Sequence[T]) -> T:
+        return options[1] if len(options) > 1 and isinstance(options[0], frozenset) and options[0] else options[0]
 
 
 class HwmAdvancesUnderMinIsr(Fake):

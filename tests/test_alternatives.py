@@ -7,18 +7,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_backend import Fake, OneAtATime
 
-from pytest_elr.actions import Crash, Cut, Heal, Pause, Produce, Shutdown, Slow
+from pytest_elr.actions import Action, Crash, Cut, Heal, Pause, Produce, Shutdown, Slow
 from pytest_elr.core.nodes import isolation_links
-from pytest_elr.core.observation import Observation
-from pytest_elr.model.alternatives import MAX_STATES, Alternatives, outcomes
+from pytest_elr.core.observation import Observation, Result
+from pytest_elr.model.alternatives import MAX_HISTORIES, MAX_STATES, Alternatives, outcomes
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.controller import MAX_CONCURRENT_LEAVES, lagging_leave
 from pytest_elr.model.mutants import MUTANTS
 from pytest_elr.model.profiles import Rules, get_profile
+from pytest_elr.model.timing import Timing
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 
@@ -51,11 +53,14 @@ def model(profile: str = "kafka", brokers: tuple[int, ...] = BROKERS, min_isr: i
 
 def test_two_lagging_followers_give_three_histories_the_canonical_first() -> None:
     found = outcomes(model(), LEADER_SLOW)
-    assert [tuple(state.part.elr) for state, _ in found] == [(1, 2), (2,), (1,)]
-    assert all(tuple(state.part.isr) == (0,) for state, _ in found)
+    left = [state for state, _ in found if not state.late_in_sync]
+    assert [tuple(state.part.elr) for state in left] == [(1, 2), (2,), (1,)]
+    assert all(tuple(state.part.isr) == (0,) for state in left)
+    # the others have followers back at the frozen HWM (their late fetches), out of the ELR
+    for state, _ in found:
+        assert set(state.part.isr) == {0} | state.late_in_sync and not set(state.part.elr) & state.late_in_sync
     # and the crash of the leader then elects from each ELR
-    states = Alternatives([model()])
-    states.apply(LEADER_SLOW)
+    states = Alternatives(left)
     states.apply(Crash(broker=0))
     assert [s.part.leader for s in states.states] == [1, 2, 1]
 
@@ -77,10 +82,15 @@ def test_the_choices_are_bounded(lagging: int, choices: int) -> None:
 def test_four_lagging_followers_stay_within_the_bound() -> None:
     brokers = (0, 1, 2, 3, 4)
     found = outcomes(model(brokers=brokers, min_isr=3), Slow(links=isolation_links(0, "brokers", brokers)))
-    assert MAX_CONCURRENT_LEAVES == 4 and 1 < len(found) <= MAX_STATES
+    assert MAX_CONCURRENT_LEAVES == 4 and 1 < len(found) <= MAX_HISTORIES
     assert len({s.fingerprint() for s, _ in found}) == len(found)
     # min ISR 3 of 5: the first two to leave keep the ISR at min ISR; the later ones join the ELR
-    assert {len(s.part.elr) for s, _ in found} == {2, 3, 4}
+    assert {len(s.part.elr) for s, _ in found if not s.late_in_sync} == {2, 3, 4}
+    # slow followers back at the frozen HWM: none, each alone or all four (past MAX_LATE_SUBSETS)
+    assert {0, 1, 4} <= {len(s.late_in_sync) for s, _ in found}
+    states = Alternatives([model(brokers=brokers, min_isr=3)])
+    states.apply(Slow(links=isolation_links(0, "brokers", brokers)))
+    assert len(states.states) == MAX_STATES and states.states[0].fingerprint() == found[0][0].fingerprint()
 
 
 def test_a_system_that_removes_them_one_at_a_time_agrees(tmp_path: Path) -> None:
@@ -124,7 +134,8 @@ def test_a_written_scenario_expects_only_what_every_order_agrees_on() -> None:
     trace = model_trace([Produce(count=2), LEADER_SLOW, Crash(broker=0)], ClusterSpec(brokers=BROKERS),
                         TopicSpec(name="t", replicas=BROKERS, min_insync_replicas=2), get_profile("kafka"))
     assert trace is not None
-    assert trace[0]["elr"] == [] and trace[1]["isr"] == [0] and "elr" not in trace[1]
+    assert trace[0]["elr"] == [] and "elr" not in trace[1]
+    assert "isr" not in trace[1]  # [0], or followers back at the frozen HWM by their late fetches
     assert "leader" not in trace[2] and trace[2]["isr"] == [1, 2] and trace[2]["fenced"] == [0]
 
 
@@ -173,3 +184,88 @@ def test_a_paused_broker_shut_down_may_heartbeat_first_or_not() -> None:
 
 def test_a_running_broker_shut_down_gives_no_alternative() -> None:
     assert len(outcomes(model(), Shutdown(broker=1))) == 1
+
+
+SLOW_2, SLOW_1 = (Slow(links=isolation_links(b, "brokers", BROKERS)) for b in (2, 1))
+
+REJOIN_SCENARIO = """
+name: slow-rejoins
+profiles: [legacy]
+cluster: {brokers: 3}
+topic: {name: t, replicas: [0, 1, 2], min_insync_replicas: 2}
+steps:
+  - at: setup
+    do: [{produce: {count: 3, acks: all}}]
+  - at: slow-2
+    do: [{slow: 2}, {produce: {count: 3, acks: all}}]
+  - at: slow-1
+    do: [{slow: 1}]
+  - at: leader-crash
+    do: [{crash: 0}]
+verdict: {acked_loss: none}
+"""
+
+
+def test_a_slow_follower_under_min_isr_may_be_back_in_the_isr() -> None:
+    """Kafka's leader takes a follower back on a fetch at its HWM (isFollowerInSync); a slow one's
+    late fetches reach the frozen HWM under min ISR, so it is in and out in turn (measured on 4.4.0
+    and 4.0.2). Out is canonical; in is allowed; the leader's crash then elects it (legacy: no ELR)."""
+    states = Alternatives([model("legacy")])
+    states.apply(SLOW_2)
+    states.apply(Produce(count=3))
+    [one] = states.states
+    assert one.part.isr == [0, 1] and 2 in one.outrun
+    states.apply(SLOW_1)
+    out, back = states.states
+    assert (out.part.isr, back.part.isr) == ([0], [0, 1]) and back.late_in_sync == {1}
+    assert back.part.partition_epoch == out.part.partition_epoch + 1  # it left, then came back
+    states.apply(Crash(broker=0))
+    assert sorted((s.part.leader or -1, tuple(s.part.isr)) for s in states.states) == [(-1, (0,)), (1, (1,))]
+
+
+def test_a_slow_follower_the_hwm_passed_never_comes_back() -> None:
+    """2 left while the ISR met min ISR: the HWM moved past it (in Kafka by the executor's acks=1
+    ticks too), so no fetch of its reaches the HWM again, under min ISR or not."""
+    states = Alternatives([model("legacy")])
+    for action in (SLOW_2, SLOW_1, Crash(broker=0)):
+        states.apply(action)
+    assert all(2 not in s.part.isr for s in states.states)
+
+
+def test_a_slow_follower_at_min_isr_gives_no_alternative() -> None:
+    assert len(outcomes(model(), SLOW_2)) == 1
+
+
+class SlowFollowerRejoins(Fake):
+    """A slow follower back in the ISR at the frozen HWM whenever it may be (Kafka's leader)."""
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        super().start(*args, **kwargs)
+        assert self.model is not None
+        self.model.timing = Timing(script=(1,) * 100)
+
+
+class PassedFollowerRejoins(SlowFollowerRejoins):
+    """Also reports broker 2 back, which the HWM had passed: no history gives that."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, isr=(0, 1, 2)) if obs.isr == (0, 1) and obs.leader == 0 and self.slowed_1 else obs
+
+    def apply(self, action: Action) -> Result:
+        self.slowed_1 = getattr(self, "slowed_1", False) or action == SLOW_1
+        return super().apply(action)
+
+
+def test_a_system_whose_slow_follower_rejoins_agrees_and_a_third_state_differs(tmp_path: Path) -> None:
+    path = tmp_path / "s.elr.yaml"
+    path.write_text(REJOIN_SCENARIO)
+    scenario = load_scenario(path)
+    result = run_scenario(scenario, SlowFollowerRejoins(), "legacy", tmp_path)
+    assert result.passed, result.message
+    events = (Path(result.history_dir) / "events.jsonl").read_text()
+    assert '"type":"alternatives","step":"slow-1"' in events and '"kept":1' in events
+    assert run_scenario(scenario, Fake(), "legacy", tmp_path).passed  # the canonical system too
+    result = run_scenario(scenario, PassedFollowerRejoins(), "legacy", tmp_path)
+    assert not result.passed
+    assert result.disagreements[0]["field"] == "isr" and result.disagreements[0]["model"] == [0], result.message

@@ -144,6 +144,12 @@ class ModelCluster:
     isr_joins: list[tuple[int, int, int]] = field(default_factory=list)
     #: ... and each acks=all request acknowledged (first value, replicas holding it, effective min ISR)
     acks: list[tuple[str, int, int]] = field(default_factory=list)
+    #: slow followers whose late fetches the leader counts as in sync at this moment (a timing
+    #: choice per action, ``_choose_late_in_sync``; the canonical state has none)
+    late_in_sync: set[int] = field(default_factory=set)
+    #: followers out of the ISR while the HWM was free to move past their log end: records the
+    #: model does not see (the executor's acks=1 ticks) may be committed beyond them
+    outrun: set[int] = field(default_factory=set)
     #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
     #: Timing replays and records choices (``model/alternatives.py``)
     timing: Timing | None = None
@@ -371,12 +377,67 @@ class ModelCluster:
             ok = (a, b) not in self.slow and (b, a) not in self.slow
         return ok
 
+    def _fetches_late(self, follower: int, leader: int) -> bool:
+        """``follower`` fetches from ``leader`` over a slow link, not a cut: its fetch requests
+        arrive (late), the answers come after its fetch timeout (``slow``'s 5 s against
+        ``replica.socket.timeout.ms`` 3 s, sut/config.py), so it gets no records but the leader
+        learns its fetch offset."""
+        b = self.brokers[follower]
+        return b.known_leader == leader and b.registered and follower not in self.fenced \
+            and self._round_trip(follower, leader, allow_slow=True) and not self._round_trip(follower, leader)
+
+    def _may_be_late_in_sync(self, follower: int, leader: int) -> bool:
+        """Whether the leader may count ``follower``'s late fetches as in sync now.
+
+        Kafka's leader adds a follower to the ISR on a fetch at or past its HWM and its epoch's
+        start offset (``Partition.maybeExpandIsr`` / ``isFollowerInSync``: "followerEndOffset >=
+        leaderLog.highWatermark && leaderEpochStartOffsetOpt.exists(followerEndOffset >= _)"), with
+        no lag test, and removes it only once it is behind the leader's log end for longer than
+        ``replica.lag.time.max.ms`` (``ReplicaState.isCaughtUp``). A slow follower's fetches arrive
+        late and it gets no records: once out, it comes back only while the HWM has not passed its
+        log end (``outrun``) -- KIP-966 "High Watermark can only advance if the ISR size is larger
+        or equal to min.insync.replicas": so when it left under min ISR -- then lags out again.
+        Measured on Kafka 4.4.0 (docs/model.md, "Timing: a slow follower at the frozen HWM"): ISR
+        [1] and [1, 2] in turn every ~5 s while 2 was slow, 3 (passed by the HWM) never back."""
+        if follower == leader or follower not in self.part.replicas or not self.brokers[follower].running \
+                or not self._fetches_late(follower, leader):
+            return False
+        lead, log = self.logs[leader], self.logs[follower]
+        if _common_prefix(log.log, lead.log) < log.leo:
+            return False  # diverged: the leader's answer (truncate) never reaches it
+        epoch_start = next((i for i, r in enumerate(lead.log) if r.epoch >= self.part.leader_epoch), lead.leo)
+        if log.leo < lead.hwm or log.leo < epoch_start:
+            return False
+        if follower in self.late_in_sync:
+            return True  # in the ISR by its late fetches: it may still be within the lag time
+        return follower not in self.part.isr and follower not in self.outrun
+
+    def _choose_late_in_sync(self) -> bool:
+        """Timing: which slow followers the leader counts as in sync at the moment the action's
+        state is seen -- each may be in or out, as a Kafka leader takes it back at the frozen HWM
+        and drops it for lagging in turn (``_may_be_late_in_sync``). Canonical: none (a slow
+        follower is out, what the scenarios mean). Returns whether the set changed."""
+        leader = self.part.leader
+        chosen: frozenset[int] = frozenset()
+        if self.timing is not None and leader is not None and leader not in self.fenced \
+                and self.brokers[leader].running:
+            candidates = [f for f in sorted(self.late_in_sync | (set(self.part.replicas) - set(self.part.isr)))
+                          if self._may_be_late_in_sync(f, leader)]
+            chosen = self.timing.choose(late_in_sync_options(candidates))
+        for f in chosen:
+            self.follower_leo.setdefault(f, self.logs[f].leo)  # its late fetch told the leader
+        changed = chosen != self.late_in_sync
+        self.late_in_sync = set(chosen)
+        return changed
+
     # --- actions -----------------------------------------------------------------------------
 
     def apply(self, action: Action) -> Result:
         result = self._do(action)
         self._note_change()
         self.settle()
+        if self._choose_late_in_sync():
+            self.settle()
         if isinstance(result, ProduceOutcome):
             self._finish_produce()
         return result
@@ -751,7 +812,7 @@ class ModelCluster:
             tuple((r.leo, r.hwm) for r in self.logs.values()),
             tuple((b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()),
             tuple(sorted(self.follower_leo.items())), len(self.pending_produce),
-            self.active_controller,
+            self.active_controller, tuple(sorted(self.late_in_sync)), tuple(sorted(self.outrun)),
         )
 
     def _unfences_now(self, b: int) -> bool:
@@ -899,11 +960,17 @@ class ModelCluster:
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
         lead = self.logs[leader]
+        self.outrun -= set(part.isr)
         if self.hwm_waits_since is not None and part.partition_epoch != self.hwm_waits_since:
             self.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
         ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
         if self.hwm_may_advance_now():
             self.hwm_window_open = True
+            # The HWM may pass, by records the model does not see, every follower out of the ISR
+            # below the least log end of the members that get no records (late fetchers).
+            late_ends = [self.follower_leo.get(b, 0) for b in part.isr if b in self.late_in_sync]
+            self.outrun |= {f for f in part.replicas if f not in part.isr
+                            and (not late_ends or self.logs[f].leo < min(late_ends))}
             new_hwm = controller.advance_hwm(lead.hwm, ends)
             if new_hwm > lead.hwm:
                 lead.hwm = new_hwm
@@ -919,6 +986,8 @@ class ModelCluster:
             if f != leader and self.brokers[f].known_leader == leader
             and self.brokers[f].registered and self._round_trip(f, leader)
         }
+        late = {f for f in self.late_in_sync if f in part.replicas and self._fetches_late(f, leader)}
+        can_fetch |= late
         shrunk = [b for b in part.isr if b == leader or b in can_fetch]
         lagging = [b for b in part.isr if b not in shrunk]
         if len(lagging) > 1:  # which leave first is timing: every choice under a Timing
@@ -931,7 +1000,7 @@ class ModelCluster:
         caught_up = [
             f for f in sorted(can_fetch)
             if f not in part.isr and f not in self.fenced and self.follower_leo.get(f, 0) >= lead.hwm
-            and self.follower_leo.get(f, 0) >= lead.leo
+            and (self.follower_leo.get(f, 0) >= lead.leo or f in late)  # late: isFollowerInSync, HWM only
         ]
         if shrunk != part.isr:
             proposed = shrunk
@@ -963,6 +1032,20 @@ class ModelCluster:
         n = len(self.committed)
         if lead.hwm > n and _common_prefix(self.committed, lead.log) == n:
             self.committed.extend(lead.log[n : lead.hwm])
+
+
+#: up to this many slow followers that may be back, every subset of them is a choice; past it, none,
+#: each alone, or all (``late_in_sync_options``)
+MAX_LATE_SUBSETS = 2
+
+
+def late_in_sync_options(candidates: list[int]) -> list[frozenset[int]]:
+    """Which of the slow followers that may be back in the ISR are (``_choose_late_in_sync``),
+    the canonical choice (none) first: every subset of up to ``MAX_LATE_SUBSETS`` followers (the
+    suite's and ``elr explore``'s clusters have two), else none, each alone, or all of them."""
+    if len(candidates) <= MAX_LATE_SUBSETS:
+        return [frozenset(c for i, c in enumerate(candidates) if mask >> i & 1) for mask in range(2 ** len(candidates))]
+    return [frozenset(), *(frozenset({c}) for c in candidates), frozenset(candidates)]
 
 
 def _common_prefix(a: list[Record], b: list[Record]) -> int:
