@@ -218,8 +218,15 @@ class KafkaBackend(Backend):
         self.client.create_topic(self.topic, {0: list(topic.replicas)},
                                  min_insync_replicas=topic.min_insync_replicas)
         # The observer answers every later read: wait until its metadata has the topic too.
-        self.client.await_partition(self.topic, lambda p: set(p.isr) == set(topic.replicas),
-                                    via=OBSERVER_ID, timeout_s=30)
+        state = self.client.await_partition(self.topic, lambda p: set(p.isr) == set(topic.replicas),
+                                            via=OBSERVER_ID, timeout_s=30)
+        # And the controllers' record of it: the partition epoch the run starts from (without it the
+        # first step's "did the epoch move" has nothing to compare with; a read once found none).
+        try:
+            await_value(lambda: self.client.registration(state), lambda reg: reg is not None, timeout_s=30,
+                        what=f"the controllers' metadata log record of {self.topic}-0")
+        except TimeoutError as exc:
+            raise BackendError(f"{exc} ({self.client.registration_miss})") from None
 
     @staticmethod
     def _instrumentation() -> Any:
