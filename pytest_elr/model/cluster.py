@@ -542,15 +542,18 @@ class ModelCluster:
     def _(self, action: IsolateController) -> Result:
         index = self._controller_index(action)
         unfenced = sorted(set(self.brokers_ids) - self.fenced)
-        if index == self.active_controller and action.scope != "brokers" and self.controllers > 1 and unfenced:
-            # The brokers learn the new leader only from the voters' answers (KAFKA-13621), and keep
-            # addressing the isolated one meanwhile (measured on Kafka 4.4.0: ~35 s): the new active
-            # controller fences whichever of them it has not heard from within the session timeout
-            # (measured: the leader moved 0 -> 2, partition epoch 0 -> 4, broker 2 never fenced). Which
-            # ones, and in which order, is timing the model does not cover yet.
-            raise ModelError(f"isolating the active controller from the other controllers while brokers {unfenced} "
-                             "are unfenced: which of them the new controller fences is timing the model does not "
-                             "cover (cut it from the brokers first: isolate_controller {from: brokers})")
+        if action.scope != "brokers" and self.controllers > 1 and unfenced:
+            # An active controller cut off resigns, but the brokers learn the new leader only from the
+            # voters' answers (KAFKA-13621) and keep addressing the isolated one meanwhile (measured
+            # on Kafka 4.4.0: ~35 s): the new controller fences whichever it has not heard from
+            # within the session timeout (measured: the leader moved 0 -> 2, partition epoch 0 -> 4,
+            # broker 2 never fenced). Which ones, and in which order, is timing the model does not
+            # cover yet; and which controller is active on a real cluster is timing too, so a
+            # controller named by its number may be the active one.
+            raise ModelError(f"isolating a controller from the other controllers while brokers {unfenced} are "
+                             "unfenced: if it is the active one, which of them the new controller fences is timing "
+                             "the model does not cover (cut it from the brokers first: isolate_controller "
+                             "{from: brokers})")
         unreachable_before = self._controller_unreachable()
         if action.scope in ("brokers", "all"):
             self.controllers_cut_from_brokers.add(index)
