@@ -475,11 +475,15 @@ class ControllerAction(Action):
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        return [cls(controller=cls._read_target(arg, r, what))]
+
+    @classmethod
+    def _read_target(cls, arg: yaml.Node, r: Reader, what: str) -> int | str:
         if isinstance(arg, yaml.ScalarNode) and arg.value in cls.targets:
-            return [cls(controller=arg.value)]
+            return arg.value
         if cls.targets and not (isinstance(arg, yaml.ScalarNode) and arg.tag == "tag:yaml.org,2002:int"):
             r.fail(arg, f"{what}: expected a controller number or {' or '.join(cls.targets)}, got {arg.value!r}")
-        return [cls(controller=r.integer(arg, what, minimum=0))]
+        return r.integer(arg, what, minimum=0)
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
         return [{self.kind: self.controller}]
@@ -508,6 +512,46 @@ class RestartController(ControllerAction):
 
     kind: ClassVar[str] = "restart_controller"
     targets: ClassVar[tuple[str, ...]] = (ALL_CONTROLLERS,)
+
+
+#: whom ``isolate_controller`` cuts a controller off from
+ControllerScope = Literal["brokers", "controllers", "all"]
+CONTROLLER_SCOPES: tuple[ControllerScope, ...] = ("brokers", "controllers", "all")
+
+
+@dataclass(frozen=True)
+class IsolateController(ControllerAction):
+    """Cut a controller both ways from the brokers, from the other controllers, or from both
+    (``isolate_controller: {controller: n|active, from: brokers|controllers|all}``; a bare target
+    is ``from: all``). Brokers reach the controllers through their own links: a broker's links to
+    ``controller`` stay as they are. Only ``heal: all`` ends it. The never-faulted observer that
+    reads the cluster on Kafka keeps its links."""
+
+    scope: ControllerScope = "all"
+    kind: ClassVar[str] = "isolate_controller"
+    targets: ClassVar[tuple[str, ...]] = (ACTIVE_CONTROLLER,)
+    draw: ClassVar[Draw | None] = "net"
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if not isinstance(arg, yaml.MappingNode):
+            return [cls(controller=cls._read_target(arg, r, what))]
+        doc = r.mapping(arg, what, ("controller", "from"))
+        if "controller" not in doc:
+            r.fail(arg, f"{what}: missing 'controller' (a number or active)")
+        scope: ControllerScope = "all"
+        if "from" in doc:
+            scope = r.string(doc["from"], f"{what}.from", CONTROLLER_SCOPES)  # type: ignore[assignment]
+        return [cls(controller=cls._read_target(doc["controller"], r, f"{what}.controller"), scope=scope)]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [{self.kind: {"controller": self.controller, "from": self.scope}}]
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        problem = super().refused_by(cluster)
+        if problem is None and self.scope == "controllers" and cluster.controllers < 2:
+            return "a single controller has no other controller to be cut from (cluster: {controllers: 3})"
+        return problem
 
 
 # --- workload and configuration ---------------------------------------------------------------
@@ -668,10 +712,10 @@ class Wait(Action):
 
 __all__ = [
     "ACTIONS", "ACTIVE_CONTROLLER", "ALL_CONTROLLERS", "Acks", "Action", "BrokerAction", "CancelReassignment",
-    "ControllerAction", "Crash", "CrashController", "Cut", "ElectLeaders", "Flush", "FORMS", "Heal",
-    "HoldDirAssignments", "HoldHeartbeats", "Lifecycle", "Node", "Pause", "PowerOff", "Produce", "Reassign",
-    "ReplaceDisk", "Restart", "RestartController", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow",
-    "UncleanElection", "Wait",
+    "CONTROLLER_SCOPES", "ControllerAction", "ControllerScope", "Crash", "CrashController", "Cut", "ElectLeaders",
+    "Flush", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "IsolateController", "Lifecycle", "Node",
+    "Pause", "PowerOff", "Produce", "Reassign", "ReplaceDisk", "Restart", "RestartController", "Resume",
+    "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait",
     "action_forms", "action_from_event", "unhandled",
 ]
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
-from pytest_elr.actions import Action, CrashController
+from pytest_elr.actions import Action, CrashController, IsolateController
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
 from pytest_elr.model.cluster import ModelCluster
@@ -213,3 +213,23 @@ class NoFailover(Fake):
     def observe(self) -> Observation:
         obs = super().observe()
         return replace(obs, active_controller=None) if self._crashed else obs
+
+
+class IsolatedControllerFencesNobody(Fake):
+    """An active controller cut from every broker that never fences them: as if the cut did not
+    reach the brokers' heartbeats (KIP-631 fences a broker whose session expired)."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, IsolateController) and action.scope == "brokers":
+            return None
+        return super().apply(action)
+
+
+class IsolatedControllerKeepsLeading(Fake):
+    """An active controller cut from the other controllers that keeps its leadership (KIP-595: a
+    leader that hears from no majority within the fetch timeout resigns)."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, IsolateController) and action.scope == "controllers":
+            return None
+        return super().apply(action)

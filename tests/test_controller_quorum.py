@@ -6,9 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_backend import ElrLostOnFailover, Fake, NoFailover
+from fake_backend import (
+    ElrLostOnFailover,
+    Fake,
+    IsolatedControllerFencesNobody,
+    IsolatedControllerKeepsLeading,
+    NoFailover,
+)
 
-from pytest_elr.actions import Crash, CrashController, Cut, Heal, Produce, RestartController
+from pytest_elr.actions import Crash, CrashController, Cut, Heal, IsolateController, Produce, RestartController
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.errors import ScenarioError
@@ -21,6 +27,7 @@ from pytest_elr.scenario.loader import load_scenario
 
 BROKERS = (0, 1, 2)
 FAILOVER = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_fails_mid_timeline.elr.yaml"
+ISOLATED = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_isolated.elr.yaml"
 
 
 def _model(controllers: int = 3) -> ModelCluster:
@@ -119,3 +126,96 @@ def test_no_new_active_controller_is_caught_by_the_expectation() -> None:
     assert not result.passed
     assert "step failover" in result.message
     assert "active_controller: expected any, observed none (no quorum leader)" in result.message
+
+
+# --- isolate_controller ---------------------------------------------------------------------
+
+
+def test_an_active_controller_cut_from_the_brokers_keeps_the_quorum_and_fences_them_all() -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    m.apply(IsolateController(controller="active", scope="brokers"))
+    assert m.active_controller == 0 and m.has_quorum()
+    assert m.fenced == {0, 1, 2}
+    assert (m.part.leader, m.part.isr, sorted(m.part.elr)) == (None, [], [1, 2])
+
+
+def test_a_controller_that_is_not_active_cut_from_the_brokers_changes_nothing() -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    before = m.part.view()
+    m.apply(IsolateController(controller=1, scope="brokers"))
+    assert m.active_controller == 0 and not m.fenced and m.part.view() == before
+
+
+@pytest.mark.parametrize(("target", "scope"), [("active", "controllers"), ("active", "all"), (1, "controllers")])
+def test_isolating_a_controller_from_the_controllers_with_brokers_unfenced_is_refused(target: int | str,
+                                                                                     scope: str) -> None:
+    m = _model()
+    with pytest.raises(ModelError, match=r"while brokers \[0, 1, 2\] are unfenced"):
+        m.apply(IsolateController(controller=target, scope=scope))  # type: ignore[arg-type]
+
+
+def test_the_brokers_reach_the_new_controller_once_the_isolated_one_resigns() -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=isolation_links(0, "all", BROKERS)))
+    m.apply(IsolateController(controller="active", scope="brokers"))
+    assert m.fenced == {0, 1, 2} and m.part.leader is None
+    m.apply(IsolateController(controller="active", scope="controllers"))
+    assert m.active_controller == 1 and m.fenced == {0}
+    assert m.part.leader == 1 and sorted(m.part.isr) == [1, 2] and m.part.elr == []
+
+
+def test_two_controllers_cut_from_each_other_leave_no_quorum_and_freeze_the_metadata() -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=isolation_links(0, "all", BROKERS)))
+    m.apply(IsolateController(controller="active", scope="brokers"))  # every broker fenced: no timing left
+    m.apply(IsolateController(controller=1, scope="controllers"))
+    assert m.active_controller == 0
+    m.apply(IsolateController(controller=2, scope="controllers"))
+    assert not m.has_quorum() and m.active_controller is None
+    before = m.part.view()
+    m.apply(Heal(links=((0, 1), (1, 0))))  # broker 0 back in touch with broker 1: nobody to unfence it
+    assert m.part.view() == before and m.fenced == {0, 1, 2}
+    m.apply(Heal(links=None))
+    assert m.active_controller == 0 and not m.fenced and m.part.leader == 1
+
+
+def test_a_partial_heal_of_the_controller_links_is_refused_while_a_controller_is_cut_from_the_brokers() -> None:
+    m = _model()
+    m.apply(IsolateController(controller="active", scope="brokers"))
+    with pytest.raises(ModelError, match="heal: all ends its isolation"):
+        m.apply(Heal(links=((0, "controller"), ("controller", 0))))
+
+
+def test_the_python_api_isolates_the_active_controller() -> None:
+    c = ClusterHandle(ModelBackend(), "kafka", ClusterSpec(BROKERS, controllers=3), TopicSpec("t", BROKERS, 2))
+    c.isolate_controller(controller="active", from_="brokers")
+    c.expect(active_controller=0, fenced=[0, 1, 2], leader=None)
+    with pytest.raises(ScenarioError, match="expected one of brokers, controllers, all, got 'clients'"):
+        c.isolate_controller(controller=1, from_="clients")
+
+
+def test_the_isolation_scenario_passes_on_a_faithful_system(tmp_path: Path) -> None:
+    result = run_scenario(load_scenario(ISOLATED), Fake(), "kafka", tmp_path)
+    assert result.passed, result.message
+
+
+def test_brokers_left_unfenced_by_an_isolated_controller_are_caught_by_the_comparison_and_the_expectation() -> None:
+    result = run_scenario(load_scenario(ISOLATED), IsolatedControllerFencesNobody(), "kafka")
+    assert not result.passed
+    assert "step T1" in result.message
+    assert "after isolate_controller, the system differs from the model in fenced: model [0, 1, 2], observed [0]" \
+        in result.message
+    assert "fenced: expected [0, 1, 2], observed [0]" in result.message
+
+
+def test_an_isolated_controller_that_keeps_leading_is_caught_by_the_comparison_and_the_expectation() -> None:
+    result = run_scenario(load_scenario(ISOLATED), IsolatedControllerKeepsLeading(), "kafka")
+    assert not result.passed
+    assert "step T2" in result.message
+    assert "after isolate_controller, the system differs from the model in fenced: model [0], observed [0, 1, 2]" \
+        in result.message
+    assert "fenced: expected [0], observed [0, 1, 2]" in result.message

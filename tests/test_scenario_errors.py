@@ -123,6 +123,19 @@ CASES = {
         "step T0: expect.active_controller: controller 1 is not in the cluster: it has 1 controller (0..0)"),
     "active controller word": (GOOD.replace("leader: 1", "active_controller: some"), 6,
         "expected a controller number, any or none (no quorum), got 'some'"),
+    "isolate a controller from an unknown group": (GOOD.replace(
+        "isolate: 0", "isolate_controller: {controller: active, from: clients}"), 5,
+        "step T0: isolate_controller.from: expected one of brokers, controllers, all, got 'clients'"),
+    "isolate a controller without naming it": (GOOD.replace("isolate: 0", "isolate_controller: {from: brokers}"), 5,
+        "step T0: isolate_controller: missing 'controller' (a number or active)"),
+    "isolate a controller by a word it does not take": (GOOD.replace("isolate: 0", "isolate_controller: all"), 5,
+        "step T0: isolate_controller: expected a controller number or active, got 'all'"),
+    "isolate a controller out of range": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "isolate_controller: {controller: 3, from: all}"), 5,
+        "step T0: isolate_controller: controller 3 is not in the cluster: it has 3 controllers (0..2"),
+    "isolate the only controller from the controllers": (GOOD.replace(
+        "isolate: 0", "isolate_controller: {controller: 0, from: controllers}"), 5,
+        "step T0: isolate_controller: a single controller has no other controller to be cut from"),
 }
 
 

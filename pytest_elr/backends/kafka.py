@@ -42,6 +42,7 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    IsolateController,
     MoveLogDir,
     Pause,
     PowerOff,
@@ -404,6 +405,20 @@ class KafkaBackend(Backend):
         for node in nodes:
             self.faults.process.start(node)
             self._controllers_down.discard(node)
+        return None
+
+    @_do.register
+    def _(self, action: IsolateController) -> Result:
+        """Both ways, every link between the controller and the scenario's brokers and/or the other
+        controllers (the observer keeps its links: it reads the cluster)."""
+        node = self._controller_node(action)
+        peers: list[int] = []
+        if action.scope in ("brokers", "all"):
+            peers += [b for b in self.cluster.broker_ids if b != OBSERVER_ID]
+        if action.scope in ("controllers", "all"):
+            peers += [c for c in self._controllers if c != node]
+        for peer in peers:
+            self.faults.network.cut(node, peer, both_ways=True)
         return None
 
     def _controller_node(self, action: ControllerAction) -> int:

@@ -8,6 +8,7 @@ once its timeouts have fired. Deterministic: the same actions always give the sa
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass, field
 from functools import singledispatchmethod
 
@@ -25,6 +26,7 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    IsolateController,
     MoveLogDir,
     Pause,
     PowerOff,
@@ -161,6 +163,10 @@ class ModelCluster:
     #: of the live voters wins an election is timing: the model takes the lowest; only whether
     #: there is one is held to a real cluster.
     active_controller: int | None = 0
+    #: controllers cut both ways from every broker (``isolate_controller``), and from the other
+    #: controllers; a controller's process and its isolation are independent (a restart keeps it)
+    controllers_cut_from_brokers: set[int] = field(default_factory=set)
+    controllers_cut_from_controllers: set[int] = field(default_factory=set)
     _next_value: int = 0
     _view_epoch: int = -1
     _next_epoch: int = 1
@@ -311,15 +317,33 @@ class ModelCluster:
         record is committed once a majority has it; so without a majority no metadata record is
         written. Measured on Kafka 4.4.0 with 3 controllers (tests/sut/test_controller_faults.py):
         one crashed, another is active within seconds."""
-        return 2 * len(self.controllers_down) < self.controllers
+        return 2 * len(self._voters_in_touch()) > self.controllers
+
+    def _voters_in_touch(self) -> set[int]:
+        """The running controllers that can reach each other: an isolated one (``isolate_controller``
+        from the controllers) is a group of one, the rest one group -- KIP-595's majority must be
+        among them."""
+        return set(range(self.controllers)) - self.controllers_down - self.controllers_cut_from_controllers
 
     def _elect_controller(self) -> None:
         """The quorum's leader after a change of the live voters: kept while it runs and a majority
-        does; else one of the live voters once a majority runs (the lowest, a canonical choice)."""
+        does; else one of the live voters once a majority runs (the lowest, a canonical choice).
+        A leader cut from the other voters loses its leadership: KIP-595 as KAFKA-15489 (Kafka 3.7)
+        implements it, "if the leader did not receive Fetch requests from a majority of the quorum
+        for that amount of time [controller.quorum.fetch.timeout.ms], it would begin a new
+        election" (measured on 4.4.0: ``kip966_active_controller_isolated``, step T2)."""
+        in_touch = self._voters_in_touch()
         if not self.has_quorum():
             self.active_controller = None
-        elif self.active_controller is None or self.active_controller in self.controllers_down:
-            self.active_controller = min(set(range(self.controllers)) - self.controllers_down)
+        elif self.active_controller not in in_touch:
+            self.active_controller = min(in_touch)
+
+    def _controller_unreachable(self) -> bool:
+        """The brokers cannot reach an active controller: it is cut from them. Others redirect a
+        broker to it (KIP-595: a voter answers with the current leader), so no broker heartbeats
+        while it leads (KIP-631: a broker that cannot heartbeat to the active controller is fenced
+        once its session times out)."""
+        return self.active_controller is not None and self.active_controller in self.controllers_cut_from_brokers
 
     def _controller_index(self, action: ControllerAction) -> int:
         target = action.controller
@@ -364,6 +388,8 @@ class ModelCluster:
     # --- links -------------------------------------------------------------------------------
 
     def _reachable(self, src: Node, dst: Node) -> bool:
+        if CONTROLLER in (src, dst) and self._controller_unreachable():
+            return False
         for node in (src, dst):
             if node != CONTROLLER:
                 b = self.brokers[int(node)]
@@ -471,7 +497,14 @@ class ModelCluster:
         if action.links is None:
             self.heartbeats_held.clear()
             self.assignments_held.clear()
+            self.controllers_cut_from_brokers.clear()
+            self.controllers_cut_from_controllers.clear()
+            self._elect_controller()
         else:
+            if any(CONTROLLER in link for link in links) and self.controllers_cut_from_brokers:
+                # On Kafka a broker's links to ``controller`` are its links to every controller,
+                # the isolated one's too: healing them would end part of the isolation.
+                raise ModelError("a controller is isolated from the brokers: heal: all ends its isolation")
             to_controller = {int(src) for src, dst in links if dst == CONTROLLER and src != CONTROLLER}
             self.heartbeats_held -= to_controller
             self.assignments_held -= to_controller
@@ -564,6 +597,36 @@ class ModelCluster:
         # Interfaces"): a new active controller replays it, so a failover changes nothing of it.
         self.controllers_down.add(index)
         self._elect_controller()
+        return None
+
+    @_do.register
+    def _(self, action: IsolateController) -> Result:
+        index = self._controller_index(action)
+        unfenced = sorted(set(self.brokers_ids) - self.fenced)
+        if action.scope != "brokers" and self.controllers > 1 and unfenced:
+            # An active controller cut off resigns, but the brokers learn the new leader only from the
+            # voters' answers (KAFKA-13621) and keep addressing the isolated one meanwhile (measured
+            # on Kafka 4.4.0: ~35 s): the new controller fences whichever it has not heard from
+            # within the session timeout (measured: the leader moved 0 -> 2, partition epoch 0 -> 4,
+            # broker 2 never fenced). Which ones, and in which order, is timing the model does not
+            # cover yet; and which controller is active on a real cluster is timing too, so a
+            # controller named by its number may be the active one.
+            raise ModelError(f"isolating a controller from the other controllers while brokers {unfenced} are "
+                             "unfenced: if it is the active one, which of them the new controller fences is timing "
+                             "the model does not cover (cut it from the brokers first: isolate_controller "
+                             "{from: brokers})")
+        unreachable_before = self._controller_unreachable()
+        if action.scope in ("brokers", "all"):
+            self.controllers_cut_from_brokers.add(index)
+        if action.scope in ("controllers", "all") and self.controllers > 1:
+            self.controllers_cut_from_controllers.add(index)
+        self._elect_controller()
+        if self._controller_unreachable() and not unreachable_before:
+            # Every broker lost the controller at once; whose session expires first is timing.
+            losing = [b for b in self.brokers_ids if b not in self.down_order]
+            orders = list(itertools.permutations(losing))
+            for b in self.timing.choose(orders) if self.timing is not None else losing:
+                self._note_down_broker(b)
         return None
 
     @_do.register

@@ -75,6 +75,7 @@ NOT_DRAWN: dict[str, str] = {
     # controllers, which changes the shape every existing search and its Kafka replay run on.
     "crash_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
     "restart_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
+    "isolate_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
 }
 
 
