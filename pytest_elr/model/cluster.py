@@ -191,6 +191,8 @@ class ModelCluster:
             has_online_dir=self._has_online_dir,
         )
         self._seen = self.part.view()
+        #: ``_round_trip``'s answers during one settle, else None (``settle``)
+        self._trips: dict[tuple[Node, Node, bool], bool] | None = None
         self.settle()
 
     # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
@@ -372,9 +374,16 @@ class ModelCluster:
         return (src, dst) not in self.cut
 
     def _round_trip(self, a: Node, b: Node, allow_slow: bool = False) -> bool:
+        trips = self._trips
+        if trips is not None:
+            known = trips.get((a, b, allow_slow))
+            if known is not None:
+                return known
         ok = self._reachable(a, b) and self._reachable(b, a)
         if ok and not allow_slow:
             ok = (a, b) not in self.slow and (b, a) not in self.slow
+        if trips is not None:
+            trips[(a, b, allow_slow)] = ok
         return ok
 
     def _fetches_late(self, follower: int, leader: int) -> bool:
@@ -782,19 +791,27 @@ class ModelCluster:
     # --- settling ----------------------------------------------------------------------------
 
     def settle(self) -> None:
-        for _ in range(MAX_SETTLE_ROUNDS):
-            before = self.fingerprint()
-            self._controller_round()
-            self._note_change()
-            self._replication_round()
-            leader, hwm = self.part.leader, self.hwm()
-            self._leader_round()
-            if leader is not None and self.part.leader == leader and (self.hwm() or 0) > (hwm or 0):
-                self.hwm_moves.append((hwm or 0, self.hwm() or 0, len(self.part.isr), self.seed_min_isr))
-            self._finish_produce()
-            if self.fingerprint() == before:
-                return
-        raise ModelError("the model did not settle (livelock in the rules)")
+        # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
+        # the actions' handlers do): every link answers the same for the whole settle, once.
+        self._trips = {}
+        try:
+            before = self.fingerprint()  # a round's end state is the next one's start
+            for _ in range(MAX_SETTLE_ROUNDS):
+                self._controller_round()
+                self._note_change()
+                self._replication_round()
+                leader, hwm = self.part.leader, self.hwm()
+                self._leader_round()
+                if leader is not None and self.part.leader == leader and (self.hwm() or 0) > (hwm or 0):
+                    self.hwm_moves.append((hwm or 0, self.hwm() or 0, len(self.part.isr), self.seed_min_isr))
+                self._finish_produce()
+                after = self.fingerprint()
+                if after == before:
+                    return
+                before = after
+            raise ModelError("the model did not settle (livelock in the rules)")
+        finally:
+            self._trips = None
 
     def _note_change(self) -> None:
         now = self.part.view()
@@ -809,8 +826,8 @@ class ModelCluster:
         return (
             p.leader, p.leader_epoch, p.partition_epoch, tuple(p.isr), tuple(p.elr),
             tuple(p.last_known_elr), tuple(sorted(self.fenced)), self.pending_alter,
-            tuple((r.leo, r.hwm) for r in self.logs.values()),
-            tuple((b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()),
+            tuple([(len(r.log), r.hwm) for r in self.logs.values()]),  # len: ``Replica.leo``, without the call
+            tuple([(b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()]),
             tuple(sorted(self.follower_leo.items())), len(self.pending_produce),
             self.active_controller, tuple(sorted(self.late_in_sync)), tuple(sorted(self.outrun)),
         )
@@ -902,7 +919,7 @@ class ModelCluster:
                     self._admitted_since_seen |= joined
                     self.unclean_restarted -= joined  # caught up: the leader let it in
                     lead = self.logs[req.leader]
-                    self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log[: lead.hwm]), lead.hwm)
+                    self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log, lead.hwm), lead.hwm)
                                        for b in sorted(joined)]
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
@@ -1048,14 +1065,14 @@ def late_in_sync_options(candidates: list[int]) -> list[frozenset[int]]:
     return [frozenset(), *(frozenset({c}) for c in candidates), frozenset(candidates)]
 
 
-def _common_prefix(a: list[Record], b: list[Record]) -> int:
-    """Length of the common prefix of two logs.
+def _common_prefix(a: list[Record], b: list[Record], b_end: int | None = None) -> int:
+    """Length of the common prefix of two logs (of ``a`` and ``b[:b_end]``, without copying it).
 
     Values are unique and a record only reaches a log by replicating the prefix before it, so
     when the last record both could share matches, everything before it does too (Kafka's log
     matching property); only a diverged log needs the scan.
     """
-    limit = min(len(a), len(b))
+    limit = min(len(a), len(b)) if b_end is None else min(len(a), len(b), b_end)
     if limit == 0 or a[limit - 1] == b[limit - 1]:
         return limit
     common = 0
