@@ -442,7 +442,8 @@ class ModelCluster:
     # --- actions -----------------------------------------------------------------------------
 
     def apply(self, action: Action) -> Result:
-        result = self._do(action)
+        # The handler straight from the dispatch table (``self._do`` builds a wrapper at each call).
+        result = ModelCluster.__dict__["_do"].dispatcher.dispatch(action.__class__)(self, action)
         self._note_change()
         self.settle()
         if self._choose_late_in_sync():
@@ -932,15 +933,16 @@ class ModelCluster:
             broker = self.brokers[b]
             if self._round_trip(b, CONTROLLER, allow_slow=True):
                 broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
-        if len(part.isr) >= self.eff_min_isr:
-            self.frozen_min_isr = self.eff_min_isr
+        eff_min_isr = self.eff_min_isr  # the assignment is followed: fixed for the rest of the round
+        if len(part.isr) >= eff_min_isr:
+            self.frozen_min_isr = eff_min_isr
             self.quorum_shrunk_by = None
         if part.recovering and part.leader is not None:
             self.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
         self.stale_in_isr &= set(part.isr)
         leader = part.leader
         live = leader is not None and leader not in self.fenced and self.brokers[leader].running
-        self.ledger.caught_up(part.isr, self.eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+        self.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
 
     def _replication_round(self) -> None:
         leader = self.part.leader
@@ -961,15 +963,18 @@ class ModelCluster:
             if not self._round_trip(f, leader):
                 continue
             follower = self.logs[f]
+            end = follower.leo  # kept as the log changes below (at most the leader's: a prefix of its log)
             common = _common_prefix(follower.log, lead.log)
-            if common < follower.leo:
+            if common < end:
                 del follower.log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
-            if follower.leo < lead.leo:
+                end = common
+            if end < lead.leo:
                 self.hwm_waits_since = None  # a fetch that moves a follower's log end
-            follower.log.extend(lead.log[follower.leo :])
-            follower.hwm = min(lead.hwm, follower.leo)
-            self.follower_leo[f] = follower.leo
+                follower.log.extend(lead.log[end:])
+                end = lead.leo
+            follower.hwm = min(lead.hwm, end)
+            self.follower_leo[f] = end
             self.follower_fetch_epoch[f] = broker.epoch
 
     def _leader_round(self) -> None:
@@ -1073,7 +1078,10 @@ def _common_prefix(a: list[Record], b: list[Record], b_end: int | None = None) -
     matching property); only a diverged log needs the scan.
     """
     limit = min(len(a), len(b)) if b_end is None else min(len(a), len(b), b_end)
-    if limit == 0 or a[limit - 1] == b[limit - 1]:
+    if limit == 0:
+        return limit
+    last, other = a[limit - 1], b[limit - 1]
+    if last is other or last == other:  # a replicated record is the leader's own object: no field compare
         return limit
     common = 0
     while common < limit and a[common] == b[common]:
