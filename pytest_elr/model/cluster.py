@@ -197,6 +197,8 @@ class ModelCluster:
             has_online_dir=self._has_online_dir,
         )
         self._seen = self.part.view()
+        #: ``_round_trip``'s answers during one settle, else None (``settle``)
+        self._trips: dict[tuple[Node, Node, bool], bool] | None = None
         self.settle()
 
     # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
@@ -398,9 +400,16 @@ class ModelCluster:
         return (src, dst) not in self.cut
 
     def _round_trip(self, a: Node, b: Node, allow_slow: bool = False) -> bool:
+        trips = self._trips
+        if trips is not None:
+            known = trips.get((a, b, allow_slow))
+            if known is not None:
+                return known
         ok = self._reachable(a, b) and self._reachable(b, a)
         if ok and not allow_slow:
             ok = (a, b) not in self.slow and (b, a) not in self.slow
+        if trips is not None:
+            trips[(a, b, allow_slow)] = ok
         return ok
 
     def _fetches_late(self, follower: int, leader: int) -> bool:
@@ -459,7 +468,8 @@ class ModelCluster:
     # --- actions -----------------------------------------------------------------------------
 
     def apply(self, action: Action) -> Result:
-        result = self._do(action)
+        # The handler straight from the dispatch table (``self._do`` builds a wrapper at each call).
+        result = ModelCluster.__dict__["_do"].dispatcher.dispatch(action.__class__)(self, action)
         self._note_change()
         self.settle()
         if self._choose_late_in_sync():
@@ -845,19 +855,27 @@ class ModelCluster:
     # --- settling ----------------------------------------------------------------------------
 
     def settle(self) -> None:
-        for _ in range(MAX_SETTLE_ROUNDS):
-            before = self.fingerprint()
-            self._controller_round()
-            self._note_change()
-            self._replication_round()
-            leader, hwm = self.part.leader, self.hwm()
-            self._leader_round()
-            if leader is not None and self.part.leader == leader and (self.hwm() or 0) > (hwm or 0):
-                self.hwm_moves.append((hwm or 0, self.hwm() or 0, len(self.part.isr), self.seed_min_isr))
-            self._finish_produce()
-            if self.fingerprint() == before:
-                return
-        raise ModelError("the model did not settle (livelock in the rules)")
+        # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
+        # the actions' handlers do): every link answers the same for the whole settle, once.
+        self._trips = {}
+        try:
+            before = self.fingerprint()  # a round's end state is the next one's start
+            for _ in range(MAX_SETTLE_ROUNDS):
+                self._controller_round()
+                self._note_change()
+                self._replication_round()
+                leader, hwm = self.part.leader, self.hwm()
+                self._leader_round()
+                if leader is not None and self.part.leader == leader and (self.hwm() or 0) > (hwm or 0):
+                    self.hwm_moves.append((hwm or 0, self.hwm() or 0, len(self.part.isr), self.seed_min_isr))
+                self._finish_produce()
+                after = self.fingerprint()
+                if after == before:
+                    return
+                before = after
+            raise ModelError("the model did not settle (livelock in the rules)")
+        finally:
+            self._trips = None
 
     def _note_change(self) -> None:
         now = self.part.view()
@@ -872,8 +890,8 @@ class ModelCluster:
         return (
             p.leader, p.leader_epoch, p.partition_epoch, tuple(p.isr), tuple(p.elr),
             tuple(p.last_known_elr), tuple(sorted(self.fenced)), self.pending_alter,
-            tuple((r.leo, r.hwm) for r in self.logs.values()),
-            tuple((b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()),
+            tuple([(len(r.log), r.hwm) for r in self.logs.values()]),  # len: ``Replica.leo``, without the call
+            tuple([(b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()]),
             tuple(sorted(self.follower_leo.items())), len(self.pending_produce),
             self.active_controller, tuple(sorted(self.late_in_sync)), tuple(sorted(self.outrun)),
         )
@@ -965,7 +983,7 @@ class ModelCluster:
                     self._admitted_since_seen |= joined
                     self.unclean_restarted -= joined  # caught up: the leader let it in
                     lead = self.logs[req.leader]
-                    self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log[: lead.hwm]), lead.hwm)
+                    self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log, lead.hwm), lead.hwm)
                                        for b in sorted(joined)]
                     self.stale_in_isr |= {b for b, epoch in req.new_isr
                                           if b in joined and epoch != self.brokers[b].epoch}
@@ -978,15 +996,16 @@ class ModelCluster:
             broker = self.brokers[b]
             if self._round_trip(b, CONTROLLER, allow_slow=True):
                 broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
-        if len(part.isr) >= self.eff_min_isr:
-            self.frozen_min_isr = self.eff_min_isr
+        eff_min_isr = self.eff_min_isr  # the assignment is followed: fixed for the rest of the round
+        if len(part.isr) >= eff_min_isr:
+            self.frozen_min_isr = eff_min_isr
             self.quorum_shrunk_by = None
         if part.recovering and part.leader is not None:
             self.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
         self.stale_in_isr &= set(part.isr)
         leader = part.leader
         live = leader is not None and leader not in self.fenced and self.brokers[leader].running
-        self.ledger.caught_up(part.isr, self.eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+        self.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
 
     def _replication_round(self) -> None:
         leader = self.part.leader
@@ -1007,15 +1026,18 @@ class ModelCluster:
             if not self._round_trip(f, leader):
                 continue
             follower = self.logs[f]
+            end = follower.leo  # kept as the log changes below (at most the leader's: a prefix of its log)
             common = _common_prefix(follower.log, lead.log)
-            if common < follower.leo:
+            if common < end:
                 del follower.log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
-            if follower.leo < lead.leo:
+                end = common
+            if end < lead.leo:
                 self.hwm_waits_since = None  # a fetch that moves a follower's log end
-            follower.log.extend(lead.log[follower.leo :])
-            follower.hwm = min(lead.hwm, follower.leo)
-            self.follower_leo[f] = follower.leo
+                follower.log.extend(lead.log[end:])
+                end = lead.leo
+            follower.hwm = min(lead.hwm, end)
+            self.follower_leo[f] = end
             self.follower_fetch_epoch[f] = broker.epoch
 
     def _leader_round(self) -> None:
@@ -1111,15 +1133,18 @@ def late_in_sync_options(candidates: list[int]) -> list[frozenset[int]]:
     return [frozenset(), *(frozenset({c}) for c in candidates), frozenset(candidates)]
 
 
-def _common_prefix(a: list[Record], b: list[Record]) -> int:
-    """Length of the common prefix of two logs.
+def _common_prefix(a: list[Record], b: list[Record], b_end: int | None = None) -> int:
+    """Length of the common prefix of two logs (of ``a`` and ``b[:b_end]``, without copying it).
 
     Values are unique and a record only reaches a log by replicating the prefix before it, so
     when the last record both could share matches, everything before it does too (Kafka's log
     matching property); only a diverged log needs the scan.
     """
-    limit = min(len(a), len(b))
-    if limit == 0 or a[limit - 1] == b[limit - 1]:
+    limit = min(len(a), len(b)) if b_end is None else min(len(a), len(b), b_end)
+    if limit == 0:
+        return limit
+    last, other = a[limit - 1], b[limit - 1]
+    if last is other or last == other:  # a replicated record is the leader's own object: no field compare
         return limit
     common = 0
     while common < limit and a[common] == b[common]:
