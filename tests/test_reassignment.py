@@ -100,3 +100,19 @@ def test_a_leader_from_outside_isr_elr_and_the_admitted_fires(admitted: frozense
     m = cluster("kafka")
     _elected_leader_change(m, admitted)
     assert "unclean_election_recovers" in names(m)
+
+
+def test_a_reassignment_to_a_broker_with_no_replica_yet_is_a_candidate_with_an_empty_log() -> None:
+    """Found by random schedules (the model crashed with KeyError 3): the election a reassignment's
+    change runs (here unclean, every other replica down) weighs the target's new replica too, whose
+    log the broker has not started yet: it counts as empty, and it is the only candidate left."""
+    from pytest_elr.actions import Crash, Pause, PowerOff, Reassign, UncleanElection
+    from pytest_elr.model.cluster import ModelCluster
+    from pytest_elr.model.profiles import get_profile
+
+    m = ModelCluster((0, 1, 2, 3), [0, 1, 2], 3, get_profile("kip966"))
+    for action in (UncleanElection(enabled=True), PowerOff(brokers=(2,)), Pause(broker=0), Crash(broker=1),
+                   Reassign(replicas=(2, 3, 0, 1))):
+        m.apply(action)
+    assert 3 in m.part.replicas and m.logs[3].leo == 0
+    assert m.part.leader == 3 and m.part.recovering  # the only live replica, elected uncleanly

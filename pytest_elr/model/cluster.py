@@ -212,7 +212,10 @@ class ModelCluster:
         return broker not in self.dir_offline
 
     def _log_info(self, broker: int) -> tuple[int, int]:
-        return self.logs[broker].last_epoch(), self.logs[broker].leo
+        log = self.logs.get(broker)
+        if log is None:  # a replica the change being built assigns (a reassignment's target): no log yet
+            return -1, 0
+        return log.last_epoch(), log.leo
 
     def fork(self) -> ModelCluster:
         """An independent copy (the profile shared: it is immutable)."""
