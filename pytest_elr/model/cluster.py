@@ -450,18 +450,23 @@ class ModelCluster:
             return True  # in the ISR by its late fetches: it may still be within the lag time
         return follower not in self.part.isr and follower not in self.outrun
 
+    def late_in_sync_candidates(self) -> list[int]:
+        """The slow followers the leader may count as in sync now (``_may_be_late_in_sync``): each
+        is taken back and dropped in turn on a real cluster, an ISR change each time."""
+        leader = self.part.leader
+        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+            return []
+        return [f for f in sorted(self.late_in_sync | (set(self.part.replicas) - set(self.part.isr)))
+                if self._may_be_late_in_sync(f, leader)]
+
     def _choose_late_in_sync(self) -> bool:
         """Timing: which slow followers the leader counts as in sync at the moment the action's
         state is seen -- each may be in or out, as a Kafka leader takes it back at the frozen HWM
         and drops it for lagging in turn (``_may_be_late_in_sync``). Canonical: none (a slow
         follower is out, what the scenarios mean). Returns whether the set changed."""
-        leader = self.part.leader
         chosen: frozenset[int] = frozenset()
-        if self.timing is not None and leader is not None and leader not in self.fenced \
-                and self.brokers[leader].running:
-            candidates = [f for f in sorted(self.late_in_sync | (set(self.part.replicas) - set(self.part.isr)))
-                          if self._may_be_late_in_sync(f, leader)]
-            chosen = self.timing.choose(late_in_sync_options(candidates))
+        if self.timing is not None:
+            chosen = self.timing.choose(late_in_sync_options(self.late_in_sync_candidates()))
         for f in chosen:
             self.follower_leo.setdefault(f, self.logs[f].leo)  # its late fetch told the leader
         changed = chosen != self.late_in_sync

@@ -58,6 +58,11 @@ STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "rec
                 "leader_epoch", "partition_epoch", "hwm", "replicas", "adding", "removing")
 #: the epochs of the partition record
 EPOCHS = ("leader_epoch", "partition_epoch")
+#: why a partition epoch that moved (or not) against the model is no failure while a slow follower
+#: sits at the frozen HWM (``ModelCluster.late_in_sync_candidates``)
+OSCILLATING_EPOCH = ("a slow follower at the frozen HWM is taken back into the ISR and dropped in turn, an ISR "
+                     "change each: whether one falls within the step is timing",
+                     "docs/model.md, Timing: a slow follower at the frozen HWM")
 #: how long the election counts may lag the state a step awaited (the controller marks its meters
 #: when it publishes the committed records, as the brokers learn them)
 ELECTION_COUNTS_WAIT_S = 10.0
@@ -252,6 +257,8 @@ class Executor:
         #: the system's partition epoch at the latest settle (the model's: each state's
         #: ``partition_epoch_at_mark``)
         self._partition_epoch_mark: int | None = None
+        #: a slow follower sat at the frozen HWM before the action now settling (``OSCILLATING_EPOCH``)
+        self._epochs_oscillate = False
 
     @property
     def last_hwm(self) -> int | None:
@@ -401,6 +408,7 @@ class Executor:
         result = self.backend.apply(action)
         predicted: list[tuple[ModelCluster, Any]] = []  # each allowed state and its result
         if self._shadow and self.alternatives is not None:
+            self._epochs_oscillate = any(state.late_in_sync_candidates() for state in self.alternatives.states)
             try:
                 results = self.alternatives.apply(action)
                 predicted = list(zip(self.alternatives.states, results, strict=True))
@@ -461,8 +469,9 @@ class Executor:
         return None
 
     def _difference(self, name: str, observed: Any, model: Any, after: str, obs: Observation,
-                    m: Observation) -> Difference:
-        declared = self._declared(name)
+                    m: Observation, timing: tuple[str, str] | None = None) -> Difference:
+        """``timing``: (reason, source) when the model knows the field is timing's at this step."""
+        declared = self._declared(name) or timing
         return Difference(
             step=self.history.step or "", after=after, line=self._line, field=name, observed=observed, model=model,
             observed_state=describe(obs), model_state=describe(m),
@@ -517,11 +526,16 @@ class Executor:
         # asks to add a follower to the ISR only once it has caught up).
         allowed = [(self._moved(state), state.caught_up_followers()) for state in self.alternatives.states]
         hwm_bounds = self._hwm_bounds()  # before the first observation: see _least_hwm
+        # A slow follower at the frozen HWM, before the action or after it, is taken back into the
+        # ISR and dropped in turn, an ISR change each: whether one falls between two settles is timing.
+        oscillating = self._epochs_oscillate or any(s.late_in_sync_candidates() for s in self.alternatives.states)
+        timing = OSCILLATING_EPOCH if oscillating else None
 
         def differences(raw: Observation, m: Observation, caught_up: set[int]) -> list[Difference]:
             obs = self._observed_moved(raw)
             found = [self._difference(f, _shown(f, getattr(obs, f), raw, self._partition_epoch_mark),
-                                      _shown(f, self._predicted(m, f)), action.kind, raw, m)
+                                      _shown(f, self._predicted(m, f)), action.kind, raw, m,
+                                      timing if f == "partition_epoch" else None)
                      for f in names if f != "hwm" and _value(getattr(obs, f)) != _value(self._predicted(m, f))]
             if "hwm" in names:
                 found += self._hwm_differences(obs, m, hwm_bounds, action.kind)
