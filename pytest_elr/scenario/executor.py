@@ -260,8 +260,6 @@ class Executor:
         #: the system's partition epoch at the latest settle (the model's: each state's
         #: ``partition_epoch_at_mark``)
         self._partition_epoch_mark: int | None = None
-        #: a slow follower sat at the frozen HWM before the action now settling (``OSCILLATING_EPOCH``)
-        self._epochs_oscillate = False
 
     @property
     def last_hwm(self) -> int | None:
@@ -411,7 +409,8 @@ class Executor:
         result = self.backend.apply(action)
         predicted: list[tuple[ModelCluster, Any]] = []  # each allowed state and its result
         if self._shadow and self.alternatives is not None:
-            self._epochs_oscillate = any(state.late_in_sync_candidates() for state in self.alternatives.states)
+            # a slow follower at the frozen HWM before the action (``OSCILLATING_EPOCH``)
+            oscillating = any(state.late_in_sync_candidates() for state in self.alternatives.states)
             try:
                 results = self.alternatives.apply(action)
                 predicted = list(zip(self.alternatives.states, results, strict=True))
@@ -419,7 +418,7 @@ class Executor:
                 self.history.record("model_error", message=str(exc))
             self.model = self.alternatives.canonical
             if action.settles:
-                self._settle_like_model(action, ctx)
+                self._settle_like_model(action, ctx, oscillating)
         if isinstance(result, ProduceOutcome):
             ctx.produce = result
             if record:  # the workload's records are no produce of the step's own
@@ -510,7 +509,7 @@ class Executor:
         for state in self.alternatives.states:
             state.partition_epoch_at_mark = state.part.partition_epoch
 
-    def _settle_like_model(self, action: Action, ctx: StepContext) -> None:
+    def _settle_like_model(self, action: Action, ctx: StepContext, oscillating: bool = False) -> None:
         """Hold the system to the model after an action that changes the cluster.
 
         The model predicts every field the backend observes (``STATE_FIELDS``) and which followers
@@ -531,7 +530,7 @@ class Executor:
         hwm_bounds = self._hwm_bounds()  # before the first observation: see _least_hwm
         # A slow follower at the frozen HWM, before the action or after it, is taken back into the
         # ISR and dropped in turn, an ISR change each: whether one falls between two settles is timing.
-        oscillating = self._epochs_oscillate or any(s.late_in_sync_candidates() for s in self.alternatives.states)
+        oscillating = oscillating or any(s.late_in_sync_candidates() for s in self.alternatives.states)
         timing = OSCILLATING_EPOCH if oscillating else None
 
         def differences(raw: Observation, m: Observation, caught_up: set[int]) -> list[Difference]:
