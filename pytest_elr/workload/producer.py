@@ -115,6 +115,33 @@ class _Pending:
     value: str
 
 
+class SendSchedule:
+    """When the next send is due: send ``n`` at ``base + n / rate``, so loop overhead never drifts.
+
+    Pure (the clock is passed in), so its pacing is tested without a broker or a wall clock. A loop
+    that fell more than ``max_lag_s`` behind (in-flight bound, a starved thread) skips the missed
+    slots instead of sending them in a burst; a loop less far behind catches up at once.
+    """
+
+    def __init__(self, rate: float, max_lag_s: float, base: float) -> None:
+        self.interval = 1.0 / rate
+        self.max_lag_s = max_lag_s
+        self.base = base
+        self.slots = 0  # slots used: sent or skipped
+
+    def wait_s(self, now: float) -> float:
+        """Seconds until the next send is due (<= 0: due now)."""
+        return self.base + self.slots * self.interval - now
+
+    def take(self, now: float) -> int:
+        """Use the slot of the send about to go out; returns how many missed slots it skips first."""
+        due = self.base + self.slots * self.interval
+        behind = int((now - due) / self.interval)
+        skipped = behind if now - due > self.max_lag_s and behind > 0 else 0
+        self.slots += skipped + 1
+        return skipped
+
+
 class BackgroundProducer:
     """Writes ``rate`` unique records/s to ``topic``/``partition`` on a thread, recording each send.
 
@@ -240,30 +267,24 @@ class BackgroundProducer:
             self._finish(producer)
 
     def _send_loop(self, producer: Producer) -> Producer:
-        interval = 1.0 / self.rate
-        base = time.monotonic()  # send n is due at base + n * interval: no drift from loop overhead
-        n = 0
+        schedule = SendSchedule(self.rate, self.max_lag_s, time.monotonic())
         while not self._stop.is_set():
             if self._fatal is not None:
                 self._finish(producer, timeout=0.0)
                 self._fatal = None
                 producer = self._new_producer()
-            now = time.monotonic()
-            due = base + n * interval
-            if now < due:
-                producer.poll(min(due - now, 0.05))  # serve callbacks while waiting
+            wait = schedule.wait_s(time.monotonic())
+            if wait > 0:
+                producer.poll(min(wait, 0.05))  # serve callbacks while waiting
                 continue
             if len(self._pending) >= self.max_in_flight:
                 producer.poll(0.01)
                 continue
-            behind = int((now - due) / interval)
-            if now - due > self.max_lag_s and behind > 0:
-                # Stalled (in-flight bound): skip the missed slots instead of bursting to catch up.
+            skipped = schedule.take(time.monotonic())
+            if skipped:
                 with self._lock:
-                    self._stats.skipped += behind
-                n += behind
+                    self._stats.skipped += skipped
             self._send(producer)
-            n += 1
             producer.poll(0)
         return producer
 
