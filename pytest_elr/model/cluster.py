@@ -694,6 +694,10 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Reassign) -> Result:
+        refused = controller.reassignment_refused(self.part, list(action.replicas), self.ctx)
+        if refused is not None:
+            raise ModelError(f"reassign {list(action.replicas)}: Kafka's controller refuses it (UNKNOWN_SERVER_ERROR: "
+                             f"its election asks the directory of replica {refused}, in the ELR but not assigned)")
         controller.start_reassignment(self.part, list(action.replicas), self.ctx)
         self._follow_assignment()
         return None

@@ -66,8 +66,15 @@ class ControllerContext:
         if any(d.field == rule for d in self.profile.kip_differences):
             self.departures.add(rule)
 
+    #: the effective min ISR of the change being built, fixed before it moves any replica
+    #: (``propose_isr``): Kafka's ``PartitionChangeBuilder`` takes its ``minISR`` once, from the
+    #: replica set stored before the change
+    building_with: int | None = None
+
     def eff(self, part: PartitionRecord) -> int:
-        """The effective min ISR of the partition."""
+        """The effective min ISR of the partition (of the change being built, while one is)."""
+        if self.building_with is not None:
+            return self.building_with
         return effective_min_isr(self.min_isr, len(part.replicas), self.profile)
 
 
@@ -433,6 +440,36 @@ def elect_preferred_leader(part: PartitionRecord, ctx: ControllerContext) -> Non
         return
     seat_leader(part, preferred, False, ctx)
 
+def reassignment_refused(part: PartitionRecord, target: list[int], ctx: ControllerContext) -> int | None:
+    """The replica over which Kafka's controller fails to build a reassignment's change, if any:
+    the change elects when the partition has no leader, and its election asks each candidate's
+    log directory from the partition record stored *before* the move -- which throws for a
+    replica the move adds back (``IllegalArgumentException: Replica N is not assigned to this
+    partition``, answered UNKNOWN_SERVER_ERROR; nothing changes).
+
+    A candidate is a target replica, in order, in the ELR while the ISR is empty
+    (``PartitionChangeBuilder.isValidNewLeader``), tested only when active (``LeaderAcceptor``
+    asks ``isActive`` first); the first valid one ends the search (``findFirst``). Only an ELR
+    that holds non-replicas can name one: Kafka keeps removed replicas in the ELR
+    (``keep_elr_within_replicas``), which the KIP's "Other behaviors" 4 forbids.
+
+    Measured on Kafka 4.4.0 (2026-11-26): [0, 1, 2] -> [0] at min ISR 2 (ELR [1, 2]), the leader
+    crashed and came back (ELR [1, 2], no leader), then [0] -> [0, 1, 2]: UNKNOWN_SERVER_ERROR,
+    the controller's log "Replica 1 is not assigned to this partition". Read in
+    ``ReplicationControlManager.changePartitionReassignment`` and ``LeaderAcceptor.test``.
+
+    Mutation switch: none (a refusal, not a safety rule).
+    """
+    if part.isr or part.leader is not None:
+        return None
+    stored = set(part.replicas)
+    order = [*target, *(b for b in part.replicas if b not in target)]
+    for b in order:
+        if b in part.elr and ctx.is_unfenced(b):
+            return None if b in stored else b
+    return None
+
+
 @one_partition_change
 def start_reassignment(part: PartitionRecord, target: list[int], ctx: ControllerContext) -> None:
     """An operator reassigns the partition (AlterPartitionReassignments): the replicas in
@@ -451,11 +488,16 @@ def start_reassignment(part: PartitionRecord, target: list[int], ctx: Controller
     current = list(part.replicas)
     if target == current and not part.reassigning:
         return  # nothing to move: Kafka writes no change
+    # The change is built with the min ISR of the replica set before the move: Kafka's
+    # changePartitionReassignment gives the builder getTopicEffectiveMinIsr, min(min ISR, the
+    # replica count stored before the change). Measured on 4.4.0: [0] -> [0, 1, 2] with the ISR [0]
+    # and ELR [1, 2] at min ISR 2 cleared the ELR (1 >= min(2, 1)).
+    eff = ctx.eff(part)
     part.adding = [b for b in target if b not in current]
     part.removing = [b for b in current if b not in target]
     part.replicas = [*target, *part.removing]
     bump(part, leader_change=False)
-    propose_isr(part, list(part.isr), ctx)
+    propose_isr(part, list(part.isr), ctx, eff=eff)
 
 
 def complete_reassignment(part: PartitionRecord, proposed: list[int], min_isr: int,
@@ -545,20 +587,33 @@ def keep_elr_within_replicas(part: PartitionRecord, ctx: ControllerContext) -> N
 
 
 def propose_isr(part: PartitionRecord, proposed: list[int], ctx: ControllerContext,
-                final: list[int] | None = None) -> None:
+                final: list[int] | None = None, eff: int | None = None) -> None:
     """One partition change from a proposed ISR, in the steps of Kafka's
     ``PartitionChangeBuilder.build()``: complete a reassignment the ISR allows (or the one
     ``final`` names: a cancellation's), update ISR and ELR (one of the two ELR update rules) with
-    the min ISR of the replica set as it stands, remember the last leader (kafka), bump the
+    the min ISR of the replica set before the change, remember the last leader (kafka), bump the
     partition epoch -- and the leader epoch when replicas leave -- then elect if the leader is gone.
 
     KIP-966, "Controller behaviors": "ELR update will take a proposed ISR and the controller does
     the following:"
 
+    ``eff``: the effective min ISR the change is built with when the caller moved replicas
+    already (``start_reassignment``); by default the replica set as it stands. Every rule of the
+    change, the election's included, uses it (``ControllerContext.building_with``).
+
     Mutation switch: none (the steps have theirs).
     """
-    proposed = part.ordered(proposed)
-    eff = ctx.eff(part)  # Kafka builds the change with the replication factor before the move
+    # Kafka builds the change with the replication factor before the move
+    eff = ctx.eff(part) if eff is None else eff
+    outer, ctx.building_with = ctx.building_with, eff
+    try:
+        _build_change(part, part.ordered(proposed), ctx, final, eff)
+    finally:
+        ctx.building_with = outer
+
+
+def _build_change(part: PartitionRecord, proposed: list[int], ctx: ControllerContext,
+                  final: list[int] | None, eff: int) -> None:
     if final is None:
         final = complete_reassignment(part, proposed, eff, ctx)
     if final is not None:
