@@ -60,17 +60,25 @@ func (h *harness) remove() {
 	}
 }
 
-func heldCount(t *testing.T, toxic *KafkaHoldToxic) int64 {
+// awaitHeld waits until the toxic reports want requests held (it counts on its own goroutine, after
+// the send has returned) or 5 s pass, and returns the last count it read.
+func awaitHeld(t *testing.T, toxic *KafkaHoldToxic, want int64) int64 {
 	t.Helper()
-	raw, err := json.Marshal(toxic)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		raw, err := json.Marshal(toxic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]int64
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v["held"] == want || time.Now().After(deadline) {
+			return v["held"]
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	var v map[string]int64
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v["held"]
 }
 
 func TestOtherRequestsPass(t *testing.T) {
@@ -91,7 +99,7 @@ func TestHeldUntilRemovedThenDeliveredInOrder(t *testing.T) {
 	if got := h.received(); !bytes.Equal(got, first) {
 		t.Fatalf("before the hold: %q", got)
 	}
-	if n := heldCount(t, h.toxic); n != 1 {
+	if n := awaitHeld(t, h.toxic, 1); n != 1 {
 		t.Fatalf("held = %d, want 1", n)
 	}
 	h.remove()
@@ -99,7 +107,7 @@ func TestHeldUntilRemovedThenDeliveredInOrder(t *testing.T) {
 	if got := h.received(); !bytes.Equal(got, want) {
 		t.Fatalf("after removal: %q, want %q", got, want)
 	}
-	if n := heldCount(t, h.toxic); n != 0 {
+	if n := awaitHeld(t, h.toxic, 0); n != 0 {
 		t.Fatalf("held = %d after removal", n)
 	}
 }
@@ -123,14 +131,14 @@ func TestInterruptKeepsTheHold(t *testing.T) {
 func TestClientGoneStillDelivers(t *testing.T) {
 	h := start(t, 56)
 	h.send(request(56, "alter"))
-	if n := heldCount(t, h.toxic); n != 1 {
+	if n := awaitHeld(t, h.toxic, 1); n != 1 {
 		t.Fatalf("held = %d, want 1", n)
 	}
 	close(h.in)
 	if got := h.received(); len(got) != 0 {
 		t.Fatalf("delivered early: %q", got)
 	}
-	if n := heldCount(t, h.toxic); n != 0 { // the client is gone: nothing is held for it
+	if n := awaitHeld(t, h.toxic, 0); n != 0 { // the client is gone: nothing is held for it
 		t.Fatalf("held = %d after the client left, want 0", n)
 	}
 	h.remove()
