@@ -233,3 +233,30 @@ class IsolatedControllerKeepsLeading(Fake):
         if isinstance(action, IsolateController) and action.scope == "controllers":
             return None
         return super().apply(action)
+
+
+class LastToHeartbeatFirst(Fake):
+    """Of brokers unfenced in one controller round, hears from the highest id first: Kafka 4.0.2
+    healed with ELR members 1 and 2 fenced elected 2 (``ModelCluster._next_to_heartbeat``)."""
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        super().start(*args, **kwargs)
+        assert self.model is not None
+        self.model.timing = HighestIdHeartbeatsFirst()
+
+
+class HighestIdHeartbeatsFirst(Timing):
+    """The last option where the choice is which broker heartbeats next (a list of broker ids); the
+    canonical option at every other choice."""
+
+    def choose(self, options: Sequence[T]) -> T:
+        return options[-1] if type(options[0]) is int else options[0]
+
+
+class FencedBrokerReportedLeader(Fake):
+    """Reports broker 0 as the leader of a partition that has one while 0 is fenced: no order of
+    heartbeats elects a fenced broker (KIP-966 "Unclean recovery" 3b)."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, leader=0) if obs.leader is not None and 0 in obs.fenced else obs
