@@ -917,8 +917,11 @@ class ModelCluster:
         gets unfenced. If the replica is an ELR member and ISR is empty, this replica will be elected
         as leader": of several brokers unfenced in one round (a heal of all links) while the
         partition is leaderless, whichever heartbeats first is elected, and that is timing (found by
-        elr explore on Kafka 4.4.0: ELR [1, 2] healed at once, 2 elected where the model said 1).
-        The canonical order is the brokers' ids."""
+        elr explore on Kafka 4.4.0: ELR [1, 2] healed at once, 2 elected where the model said 1;
+        the stale-ELR shape healed at once: 4.4.0 elected 1, 4.0.2 elected 2). Kafka unfences on
+        each broker's own heartbeat (``processBrokerHeartbeat`` -> ``handleBrokerUnfenced``), whose
+        change covers only leaderless partitions (``partitionsWithNoLeader``): with a leader, the
+        order changes nothing. The canonical order is the brokers' ids."""
         first = pending[0]
         if self.timing is None or self.part.leader is not None or not self._unfences_now(first):
             return first
