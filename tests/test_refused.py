@@ -7,11 +7,15 @@ from typing import Any
 
 import pytest
 
-from pytest_elr.actions import Action, Reassign
+from pytest_elr.actions import Action, CancelReassignment, Crash, Reassign
+from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.observation import Refusal, Result
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import parse_scenario
+from pytest_elr.sut.errors import KafkaProtocolError
 from tests.fake_backend import Fake
 
 #: Kafka 4.4.0's refusal (tests/test_reassignment_stale_elr.py): the shrink keeps 1 and 2 in the ELR,
@@ -141,9 +145,6 @@ def test_an_expectation_that_does_not_hold_fails(shrink: str, grow: str, step: s
 
 
 def test_the_kafka_backend_turns_the_controllers_error_code_into_a_refusal() -> None:
-    from pytest_elr.backends.kafka import KafkaBackend
-    from pytest_elr.sut.errors import KafkaProtocolError
-
     def answered(code: int | None) -> Any:
         def ask() -> None:
             raise KafkaProtocolError("reassign t-0: ...", code)
@@ -155,3 +156,16 @@ def test_the_kafka_backend_turns_the_controllers_error_code_into_a_refusal() -> 
     assert KafkaBackend._operator_request(action, lambda: None) is None
     with pytest.raises(KafkaProtocolError):  # no broker answered: an error of the run, not a refusal
         KafkaBackend._operator_request(action, answered(None))
+
+
+@pytest.mark.parametrize("profile", ["kafka", "kip966"])
+def test_the_model_refuses_a_cancellation_that_would_leave_no_isr(profile: str) -> None:
+    # the move waits for 2 (down); the original replicas leave the ISR: Kafka's revert would be an
+    # unclean election, refused with INVALID_REPLICA_ASSIGNMENT; nothing changes
+    m = ModelCluster((0, 1, 2), [0, 1], 1, get_profile(profile))
+    for action in [Crash(broker=2), Reassign(replicas=(2,)), Crash(broker=1), Crash(broker=0)]:
+        m.apply(action)
+    assert (m.part.isr, m.part.adding) == ([], [2])
+    before = m.fingerprint()
+    assert m.apply(CancelReassignment()) == Refusal("cancel_reassignment", "INVALID_REPLICA_ASSIGNMENT")
+    assert m.fingerprint() == before
