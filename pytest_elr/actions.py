@@ -54,6 +54,8 @@ class Action:
     settles: ClassVar[bool] = True
     #: can take unsynced data from its victims: a run with one must show the fault bit
     lossy: ClassVar[bool] = False
+    #: an operator's request the controller may refuse: its answer is held to the model's (``refused``)
+    operator: ClassVar[bool] = False
     draw: ClassVar[Draw | None] = None
     #: log dirs each broker must have (``cluster: {log_dirs: N}``) for the action to be done
     log_dirs_needed: ClassVar[int] = 1
@@ -657,6 +659,7 @@ class Reassign(Action):
 
     replicas: tuple[int, ...]
     kind: ClassVar[str] = "reassign"
+    operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
@@ -683,6 +686,7 @@ class CancelReassignment(Action):
     the replicas it was adding leave, those it was removing stay (KIP-966 "Other behaviors" 4b)."""
 
     kind: ClassVar[str] = "cancel_reassignment"
+    operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:

@@ -3,14 +3,13 @@ each measured on Kafka 4.4.0 (docs/model.md, "Reassignment and a stale ELR"), an
 
 from __future__ import annotations
 
-import pytest
-
 from pytest_elr.actions import Action, Crash, Cut, Heal, Produce, Reassign, Restart
 from pytest_elr.core.nodes import isolation_links
+from pytest_elr.core.observation import Refusal
 from pytest_elr.model import invariants
-from pytest_elr.model.cluster import ModelCluster, ModelError
+from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile
-from pytest_elr.schedule.search import violations_on
+from pytest_elr.schedule.search import SearchConfig, machine_for, violations_on
 
 BROKERS = (0, 1, 2)
 SHRINK_AND_COMMIT: list[Action] = [Reassign(replicas=(0,)), Produce(count=3, acks="all")]
@@ -48,9 +47,16 @@ def test_growing_back_a_leaderless_partition_over_an_active_stale_member_is_refu
     m = _model("kafka", [*SHRINK_AND_COMMIT, Crash(broker=0), Restart(broker=0)])
     assert (m.part.leader, m.part.isr, m.part.elr) == (None, [], [1, 2])
     before = m.fingerprint()
-    with pytest.raises(ModelError, match="UNKNOWN_SERVER_ERROR.*replica 1"):
-        m.apply(Reassign(replicas=(0, 1, 2)))
+    assert m.apply(Reassign(replicas=(0, 1, 2))) == Refusal("reassign", "UNKNOWN_SERVER_ERROR")
     assert m.fingerprint() == before
+
+
+def test_a_refused_reassignment_is_a_no_op_step_of_the_search() -> None:
+    # the machine skips a refused request (it changed nothing) as it skips a ModelError
+    machine = machine_for(SearchConfig(profile=get_profile("kafka")))()
+    for action in [*SHRINK_AND_COMMIT, Crash(broker=0), Restart(broker=0), Reassign(replicas=(0, 1, 2))]:
+        machine._do(action)
+    assert [a.kind for a in machine.actions] == ["reassign", "produce", "crash", "restart"]
 
 
 def test_growing_back_over_fenced_stale_members_elects_one_when_it_returns_and_loses_the_records() -> None:

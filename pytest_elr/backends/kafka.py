@@ -22,6 +22,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from functools import lru_cache, singledispatchmethod
 from typing import Any, ClassVar, cast
 
@@ -64,13 +65,21 @@ from pytest_elr.backends.kafka_pool import ClusterPool
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
 from pytest_elr.core.nodes import CONTROLLER, Node
-from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Read, Result
+from pytest_elr.core.observation import (
+    ConsumedRecord,
+    LossEvidence,
+    Observation,
+    ProduceOutcome,
+    Read,
+    Refusal,
+    Result,
+)
 from pytest_elr.core.outcomes import classify
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 from pytest_elr.faults import Faults
 from pytest_elr.faults.evidence import PowerOffRecord
 from pytest_elr.faults.network import ASSIGN_REPLICAS_TO_DIRS, BROKER_HEARTBEAT
-from pytest_elr.sut.admin import PartitionState
+from pytest_elr.sut.admin import ERRORS, PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
 from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtocolError, NodeCommandError, SutError
@@ -509,12 +518,22 @@ class KafkaBackend(Backend):
 
     @_do.register
     def _(self, action: Reassign) -> Result:
-        self.client.reassign(self.topic, action.replicas)
-        return None
+        return self._operator_request(action, lambda: self.client.reassign(self.topic, action.replicas))
 
     @_do.register
     def _(self, action: CancelReassignment) -> Result:
-        self.client.cancel_reassignment(self.topic)
+        return self._operator_request(action, lambda: self.client.cancel_reassignment(self.topic))
+
+    @staticmethod
+    def _operator_request(action: Action, ask: Callable[[], None]) -> Refusal | None:
+        """An operator request the controller answers with an error is refused: an outcome the
+        executor holds to the model's. No answer at all stays an error of the run."""
+        try:
+            ask()
+        except KafkaProtocolError as exc:
+            if exc.error_code is None:
+                raise
+            return Refusal(action.kind, ERRORS.get(exc.error_code, f"error {exc.error_code}"), str(exc))
         return None
 
     @_do.register

@@ -135,6 +135,7 @@ def every_event_type() -> SyntheticHistory:
           observed="leader=1 isr=[1] elr=[3]")
     h.add("violation", message="invariant elr_disjoint_from_isr broken: [2] in both ISR and ELR")
     h.add("model_error", message="broker 3 is not running")
+    h.add("refused", action="reassign", code="UNKNOWN_SERVER_ERROR", message="Replica 1 is not assigned")
     h.add("registration_miss", state="PartitionState(topic='t', partition=0, leader=1, ...)",
           why="controller 1000's log: 3 records, none of them this state (latest: ...)")
     h.add("election_counts", at="T6", counts={"elr_elections": 3, "unclean_elections": 0},

@@ -34,3 +34,9 @@ PRODUCE_ERRORS: tuple[str, ...] = (
 )
 #: what a ``rejected:`` expectation may name: the controller's answer to a leader's AlterPartition
 ALTER_PARTITION_ERRORS: tuple[str, ...] = ("INELIGIBLE_REPLICA", "INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH")
+#: what a ``refused:`` expectation may name: the controller's answer refusing an operator request
+#: (AlterPartitionReassignments: ``reassign``, ``cancel_reassignment``)
+OPERATOR_ERRORS: tuple[str, ...] = (
+    "UNKNOWN_SERVER_ERROR", "NO_REASSIGNMENT_IN_PROGRESS", "INVALID_REPLICA_ASSIGNMENT", "INVALID_REQUEST",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+)

@@ -38,6 +38,7 @@ EVENT_TYPES: dict[str, str] = {
     "alternatives": "the model allowed several states after a fault (timing decides) and kept those the system fits",
     "violation": "an invariant broken after a step",
     "model_error": "the shadow model could not apply an action the real cluster took",
+    "refused": "the controller refused an operator request (reassign, cancel_reassignment), with its error code",
     "backend_error": "the backend failed to close (a cluster that could not heal)",
     "registration_miss": "no controller's metadata log held a record of the observed state, and why "
                          "(the partition epoch and LeaderRecoveryState are then unknown)",

@@ -157,5 +157,18 @@ def fault_bit(losses: Iterable[LossEvidence]) -> FaultBit:
         return "yes"
     return "NO" if losses else "-"
 
-#: what doing an action returns: a produce's outcome, evidence of lossy shutdowns, or nothing
-Result = ProduceOutcome | list[LossEvidence] | None
+@dataclass(frozen=True)
+class Refusal:
+    """An operator request (``reassign``, ``cancel_reassignment``) the controller refused: an
+    answer of the cluster, not an error of the run; nothing changed. ``code``: Kafka's error name
+    (``pytest_elr.core.errors.OPERATOR_ERRORS``)."""
+
+    action: str
+    code: str
+    #: the controller's words, when it sent some (not compared: the model has none)
+    message: str = field(default="", compare=False)
+
+
+#: what doing an action returns: a produce's outcome, evidence of lossy shutdowns, an operator
+#: request's refusal, or nothing
+Result = ProduceOutcome | list[LossEvidence] | Refusal | None

@@ -44,7 +44,7 @@ from pytest_elr.actions import (
     Wait,
 )
 from pytest_elr.core.nodes import CONTROLLER, Link, Node
-from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Result
+from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Refusal, Result
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
 from pytest_elr.model.ledger import LossLedger
@@ -694,10 +694,10 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Reassign) -> Result:
-        refused = controller.reassignment_refused(self.part, list(action.replicas), self.ctx)
-        if refused is not None:
-            raise ModelError(f"reassign {list(action.replicas)}: Kafka's controller refuses it (UNKNOWN_SERVER_ERROR: "
-                             f"its election asks the directory of replica {refused}, in the ELR but not assigned)")
+        # Kafka answers UNKNOWN_SERVER_ERROR: its election asks the directory of a replica in the
+        # ELR but not assigned (docs/model.md, "Reassignment and a stale ELR"); nothing changes.
+        if controller.reassignment_refused(self.part, list(action.replicas), self.ctx) is not None:
+            return Refusal(action.kind, "UNKNOWN_SERVER_ERROR")
         controller.start_reassignment(self.part, list(action.replicas), self.ctx)
         self._follow_assignment()
         return None
@@ -707,6 +707,8 @@ class ModelCluster:
         error = controller.cancel_reassignment(self.part, self.ctx)
         if error == "NO_REASSIGNMENT_IN_PROGRESS":
             raise ModelError("cancel_reassignment: no reassignment is under way (NO_REASSIGNMENT_IN_PROGRESS)")
+        if error == "INVALID_REPLICA_ASSIGNMENT":  # Kafka's revert would be an unclean election
+            return Refusal(action.kind, error)
         self._follow_assignment()
         return None
 

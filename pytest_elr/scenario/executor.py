@@ -39,7 +39,16 @@ from pytest_elr.backends.base import Backend
 from pytest_elr.checker import Checker, Verdict, inline_checker
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
-from pytest_elr.core.observation import FaultBit, LossEvidence, Observation, ProduceOutcome, Read, fault_bit
+from pytest_elr.core.observation import (
+    FaultBit,
+    LossEvidence,
+    Observation,
+    ProduceOutcome,
+    Read,
+    Refusal,
+    Result,
+    fault_bit,
+)
 from pytest_elr.core.outcomes import OUTCOMES, error_name
 from pytest_elr.model import build_model, invariants
 from pytest_elr.model.alternatives import Alternatives
@@ -125,6 +134,8 @@ class StepContext:
     produces: list[ProduceOutcome] = field(default_factory=list)  # every produce, in order
     losses: list[LossEvidence] = field(default_factory=list)
     protocol_errors: list[str] = field(default_factory=list)
+    #: the step's operator requests the controller refused (``refused:``), in order
+    refusals: list[Refusal] = field(default_factory=list)
     #: undeclared differences from the model: each fails the step
     differences: list[Difference] = field(default_factory=list)
     #: the system's election counts since the start, read where the step names one
@@ -417,8 +428,13 @@ class Executor:
             except ModelError as exc:
                 self.history.record("model_error", message=str(exc))
             self.model = self.alternatives.canonical
+            if action.operator and predicted:
+                self._hold_refusal_to_model(action, result, predicted, ctx)
             if action.settles:
                 self._settle_like_model(action, ctx, oscillating)
+        if isinstance(result, Refusal):
+            ctx.refusals.append(result)
+            self.history.record("refused", action=result.action, code=result.code, message=result.message)
         if isinstance(result, ProduceOutcome):
             ctx.produce = result
             if record:  # the workload's records are no produce of the step's own
@@ -692,6 +708,23 @@ class Executor:
         else:
             self._note(self._difference("produce", observed, want[0][1].words(), "produce", self.backend.observe(),
                                         self.model.observe()), ctx)
+
+    def _hold_refusal_to_model(self, action: Action, got: Result, want: list[tuple[ModelCluster, Result]],
+                               ctx: StepContext) -> None:
+        """The controller's answer to an operator request against the model's, in each allowed state:
+        refused with a code, or accepted (None). The states whose answer fits are kept."""
+        assert self.alternatives is not None and self.model is not None
+
+        def code(result: Result) -> str | None:
+            return result.code if isinstance(result, Refusal) else None
+
+        fitting = {id(state) for state, answer in want if code(answer) == code(got)}
+        if fitting:
+            self.alternatives.keep(lambda _, state: id(state) in fitting)
+            self.model = self.alternatives.canonical
+            return
+        self._note(self._difference("refused", _refusal_word(code(got)), _refusal_word(code(want[0][1])),
+                                    action.kind, self.backend.observe(), self.model.observe()), ctx)
 
     def finale(self) -> None:
         """Heal every link and bring every broker back, so what survived can be read; the system is
@@ -973,6 +1006,9 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
             out.append(f"active_controller: expected {name(want)}, observed {name(obs.active_controller)}")
         elif key == "produce":
             out += _compare_produces(want, ctx)
+        elif key == "refused" and not _refused_as(want, ctx.refusals):
+            out.append(f"refused: expected {_refusal_word(want)}, observed "
+                       f"{', '.join(f'{r.action} refused with {r.code}' for r in ctx.refusals) or 'accepted'}")
         elif key == "rejected" and want not in ctx.protocol_errors:
             out.append(f"rejected: expected the controller to answer {want}, "
                        f"saw {ctx.protocol_errors or 'no error'}")
@@ -983,6 +1019,17 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
                 out.append(f"lost: expected brokers {sorted(want)} to lose unsynced records, "
                            f"observed {sorted(bit)} ({detail or 'no lossy shutdown'})")
     return out
+
+
+def _refused_as(want: str | None, refusals: list[Refusal]) -> bool:
+    """``refused: CODE``: one of the step's operator requests was refused with CODE; ``none``
+    (None): the controller accepted every one."""
+    return not refusals if want is None else any(r.code == want for r in refusals)
+
+
+def _refusal_word(code: str | None) -> str:
+    """An operator request's answer in the words of ``refused:`` (None: accepted)."""
+    return "accepted" if code is None else f"refused with {code}"
 
 
 def _is_active_controller(want: int | str | None, got: int | None) -> bool:
@@ -1120,6 +1167,8 @@ def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
         return [{"acked": p.acked, "outcomes": p.words()} for p in ctx.produces]
     if key == "rejected":
         return list(ctx.protocol_errors)
+    if key == "refused":
+        return ctx.refusals[0].code if ctx.refusals else "none"
     if key == "lost":
         return sorted(loss.broker for loss in ctx.losses if loss.bit)
     if key in ELECTION_COUNTS:

@@ -16,7 +16,7 @@ import yaml
 from pytest_elr.actions import ACKS, FORMS, Action, Lifecycle, action_forms
 from pytest_elr.backends import available_backends
 from pytest_elr.core import limits as L
-from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, PRODUCE_ERRORS, ScenarioError
+from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, OPERATOR_ERRORS, PRODUCE_ERRORS, ScenarioError
 from pytest_elr.core.outcomes import OUTCOMES
 from pytest_elr.core.reader import Reader, did_you_mean
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
@@ -350,6 +350,7 @@ class _Builder:
                     differs_by_profile=differs_by_profile,
                     differs_line=doc["differs"].start_mark.line + 1 if "differs" in doc else None)
         self._check_produce_lists(step, doc.get("expect"))
+        self._check_refused(step)
         return step
 
     def differs(self, node: yaml.Node, what: str,
@@ -380,6 +381,14 @@ class _Builder:
             if isinstance(want, list) and len(want) != step.produces():
                 self.r.fail(expect, f"step {step.label}: expect.produce lists {len(want)} outcomes, but the "
                                     f"step does {step.produces()} produce actions (one outcome per produce, in order)")
+
+    def _check_refused(self, step: Step) -> None:
+        """``refused`` speaks of the step's operator requests: a step without one has nothing to refuse."""
+        named = "refused" in step.expect or any("refused" in e for e in step.by_profile.values())
+        if named and not step.operator_requests():
+            raise ScenarioError(f"step {step.label}: expect.refused, but the step makes no operator request "
+                                f"(reassign, cancel_reassignment) for the controller to refuse",
+                                self.r.path, step.key_lines.get("refused", step.line))
 
     def expectation(
         self, node: yaml.Node, what: str, allow_profiles: bool, lines: dict[str, int] | None = None,
@@ -427,6 +436,9 @@ class _Builder:
             return self.produce_outcome(value, what)
         if key == "rejected":
             return r.string(value, what, ALTER_PARTITION_ERRORS)
+        if key == "refused":  # the code the controller refused an operator request with; none: all accepted
+            code = r.string(value, what, (*OPERATOR_ERRORS, "none"))
+            return None if code == "none" else code
         if key == "recovering":
             return r.boolean(value, what)
         if key in ("leader_epoch", "partition_epoch"):

@@ -15,7 +15,7 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
 EXPECTATION_KEYS = (
     "leader", "isr", "elr", "last_known_elr", "fenced", "hwm", "produce", "rejected", "lost",
     "recovering", "held", "leader_epoch", "partition_epoch", "replicas",
-    "adding", "removing", "elr_elections", "unclean_elections", "active_controller",
+    "adding", "removing", "elr_elections", "unclean_elections", "active_controller", "refused",
 )
 #: the expectations read from the system's counters (``Backend.election_counts``): elections since
 #: the scenario's start, counted as Kafka's controller meters count them (docs/model.md, "Metrics")
@@ -26,7 +26,7 @@ ANY_CONTROLLER = "any"
 #: followers, each produce's outcome): the keys of a step's ``differs``
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "leader_epoch",
               "partition_epoch", "hwm", "replicas", "adding", "removing", "caught_up",
-              "produce", *ELECTION_COUNTS)
+              "produce", "refused", *ELECTION_COUNTS)
 
 #: what the verdict (the known-failure "step" ``verdict``) fails with: the judge's problems
 VERDICT_FAILURES = ("acked_loss", "no_bite", "unproved_loss", "lost", "unseen", "duplicate", "inconsistent_offset")
@@ -64,6 +64,10 @@ class Step:
     def produces(self) -> int:
         """How many produce actions the step does (a list of ``produce`` expectations names each)."""
         return sum(a.kind == "produce" for a in self.actions)
+
+    def operator_requests(self) -> int:
+        """How many operator requests (``reassign``, ``cancel_reassignment``) the step makes."""
+        return sum(a.operator for a in self.actions)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ from pytest_elr.actions import (
     UncleanElection,
 )
 from pytest_elr.core.nodes import CONTROLLER, Node, isolation_links
+from pytest_elr.core.observation import Refusal
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.profiles import Profile, Rules, get_profile
@@ -122,9 +123,11 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def _do(self, action: Action) -> None:
         try:
-            self.model.apply(action)
+            result = self.model.apply(action)
         except ModelError:
             return  # not applicable in this state: a no-op step
+        if isinstance(result, Refusal):
+            return  # the cluster refused the request: it changed nothing, a no-op step too
         self.actions.append(action)
         ProtocolMachine.kinds_applied.add(action.kind)
 

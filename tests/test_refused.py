@@ -1,0 +1,171 @@
+"""An operator request the controller refuses (``refused:``): read from the scenario, returned by
+the model, held to the model by the executor (docs/language.md, "Expectations")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_elr.actions import Action, CancelReassignment, Crash, Reassign
+from pytest_elr.backends.kafka import KafkaBackend
+from pytest_elr.core.errors import ScenarioError
+from pytest_elr.core.observation import Refusal, Result
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.profiles import get_profile
+from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario.loader import parse_scenario
+from pytest_elr.sut.errors import KafkaProtocolError
+from tests.fake_backend import Fake
+
+#: Kafka 4.4.0's refusal (tests/test_reassignment_stale_elr.py): the shrink keeps 1 and 2 in the ELR,
+#: the leader's unclean restart leaves the partition leaderless with ELR [1, 2], growing back is
+#: refused; an unclean election of 0 is the way out. The records are written before the shrink, so 1
+#: and 2 hold them (no invariant fires).
+REFUSED = """
+name: refused
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {name: t, replicas: [0, 1, 2], min_insync_replicas: 2}
+steps:
+  - at: setup
+    do: [{produce: 3}]
+  - at: shrink
+    do: [{reassign: [0]}]
+    expect: {SHRINK}
+  - at: leader-back
+    do: [{crash: 0}, {restart: 0}]
+    expect: {leader: none, isr: [], elr: [1, 2]}
+  - at: grow
+    do: [{reassign: [0, 1, 2]}]
+    expect: {GROW}
+  - at: way-out
+    do: [{unclean_election: true}]
+    expect: {leader: 0, isr: [0], elr: [], hwm: 3}
+verdict: {acked_loss: none}
+"""
+
+
+def _scenario(shrink: str = "refused: none", grow: str = "refused: UNKNOWN_SERVER_ERROR, replicas: [0]") -> str:
+    return REFUSED.replace("{SHRINK}", "{" + shrink + "}").replace("{GROW}", "{" + grow + "}")
+
+
+class RefusesEveryReassign(Fake):
+    """Refuses every reassignment, whatever the state (a harness that reports an error for all)."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Reassign):
+            return Refusal(action.kind, "UNKNOWN_SERVER_ERROR")
+        return super().apply(action)
+
+
+class ReportsRefusalsAsAccepted(Fake):
+    """Swallows the controller's refusal (a harness that reads no error code)."""
+
+    def apply(self, action: Action) -> Result:
+        result = super().apply(action)
+        return None if isinstance(result, Refusal) else result
+
+
+class RefusesWithAnotherCode(Fake):
+    def apply(self, action: Action) -> Result:
+        result = super().apply(action)
+        return Refusal(result.action, "INVALID_REQUEST") if isinstance(result, Refusal) else result
+
+
+def _run(backend: Any, text: str) -> Any:
+    return run_scenario(parse_scenario(text, "refused.elr.yaml"), backend, "kafka")
+
+
+def test_the_loader_reads_a_code_and_none() -> None:
+    scenario = parse_scenario(_scenario(), "refused.elr.yaml")
+    steps = {step.label: step for step in scenario.steps}
+    assert steps["shrink"].expect["refused"] is None
+    assert steps["grow"].expect["refused"] == "UNKNOWN_SERVER_ERROR"
+
+
+@pytest.mark.parametrize(("shrink", "grow", "error"), [
+    ("refused: none", "refused: UNKNOWN_SERVER_EROR",
+     r"refused.elr.yaml:17: step grow: expect.refused: expected one of .*did you mean 'UNKNOWN_SERVER_ERROR'"),
+    ("refused: accepted", "replicas: [0]", r"refused.elr.yaml:11: .*expected one of .*none, got 'accepted'"),
+])
+def test_the_loader_refuses_an_unknown_code_at_its_line(shrink: str, grow: str, error: str) -> None:
+    with pytest.raises(ScenarioError, match=error):
+        parse_scenario(_scenario(shrink, grow), "refused.elr.yaml")
+
+
+def test_the_loader_refuses_refused_on_a_step_without_operator_request() -> None:
+    text = _scenario().replace("expect: {leader: none, isr: [], elr: [1, 2]}",
+                               "expect: {leader: none, refused: none}")
+    with pytest.raises(ScenarioError, match=r"refused.elr.yaml:14: step leader-back: expect.refused, but the step "
+                                            r"makes no operator request"):
+        parse_scenario(text, "refused.elr.yaml")
+
+
+def test_both_refuse_and_the_expectation_holds(tmp_path: Any) -> None:
+    result = run_scenario(parse_scenario(_scenario(), "refused.elr.yaml"), Fake(), "kafka", history_root=tmp_path)
+    assert result.passed, result.message
+    events = (result.history_dir / "events.jsonl").read_text()
+    assert '"type":"refused"' in events and '"code":"UNKNOWN_SERVER_ERROR"' in events
+
+
+def test_a_cluster_that_refuses_what_the_model_accepts_fails_naming_refused() -> None:
+    result = _run(RefusesEveryReassign(), _scenario(shrink="leader: 0", grow="replicas: [0]"))
+    assert not result.passed
+    assert [(f.step, f.what) for f in result.failures][:1] == [("shrink", "refused")], result.message
+    assert "refused: model accepted, observed refused with UNKNOWN_SERVER_ERROR" in result.message
+
+
+def test_a_cluster_that_accepts_what_the_model_refuses_fails_naming_refused() -> None:
+    result = _run(ReportsRefusalsAsAccepted(), _scenario(grow="replicas: [0]"))
+    assert not result.passed
+    assert [(f.step, f.what) for f in result.failures][:1] == [("grow", "refused")], result.message
+    assert "refused: model refused with UNKNOWN_SERVER_ERROR, observed accepted" in result.message
+
+
+def test_a_refusal_with_another_code_fails_naming_refused() -> None:
+    result = _run(RefusesWithAnotherCode(), _scenario(grow="replicas: [0]"))
+    assert not result.passed
+    assert [(f.step, f.what) for f in result.failures][:1] == [("grow", "refused")], result.message
+
+
+@pytest.mark.parametrize(("shrink", "grow", "step", "said"), [
+    ("refused: UNKNOWN_SERVER_ERROR", "replicas: [0]", "shrink",
+     "refused: expected refused with UNKNOWN_SERVER_ERROR, observed accepted"),
+    ("refused: none", "refused: none", "grow",
+     "refused: expected accepted, observed reassign refused with UNKNOWN_SERVER_ERROR"),
+    ("refused: none", "refused: INVALID_REPLICA_ASSIGNMENT", "grow",
+     "refused: expected refused with INVALID_REPLICA_ASSIGNMENT, observed reassign refused with UNKNOWN_SERVER_ERROR"),
+])
+def test_an_expectation_that_does_not_hold_fails(shrink: str, grow: str, step: str, said: str) -> None:
+    result = _run(Fake(), _scenario(shrink, grow))
+    assert not result.passed
+    assert [(f.step, f.what) for f in result.failures] == [(step, "refused")], result.message
+    assert said in result.message
+
+
+def test_the_kafka_backend_turns_the_controllers_error_code_into_a_refusal() -> None:
+    def answered(code: int | None) -> Any:
+        def ask() -> None:
+            raise KafkaProtocolError("reassign t-0: ...", code)
+        return ask
+
+    action = Reassign(replicas=(0, 1, 2))
+    assert KafkaBackend._operator_request(action, answered(-1)) == Refusal("reassign", "UNKNOWN_SERVER_ERROR")
+    assert KafkaBackend._operator_request(action, answered(85)) == Refusal("reassign", "NO_REASSIGNMENT_IN_PROGRESS")
+    assert KafkaBackend._operator_request(action, lambda: None) is None
+    with pytest.raises(KafkaProtocolError):  # no broker answered: an error of the run, not a refusal
+        KafkaBackend._operator_request(action, answered(None))
+
+
+@pytest.mark.parametrize("profile", ["kafka", "kip966"])
+def test_the_model_refuses_a_cancellation_that_would_leave_no_isr(profile: str) -> None:
+    # the move waits for 2 (down); the original replicas leave the ISR: Kafka's revert would be an
+    # unclean election, refused with INVALID_REPLICA_ASSIGNMENT; nothing changes
+    m = ModelCluster((0, 1, 2), [0, 1], 1, get_profile(profile))
+    for action in [Crash(broker=2), Reassign(replicas=(2,)), Crash(broker=1), Crash(broker=0)]:
+        m.apply(action)
+    assert (m.part.isr, m.part.adding) == ([], [2])
+    before = m.fingerprint()
+    assert m.apply(CancelReassignment()) == Refusal("cancel_reassignment", "INVALID_REPLICA_ASSIGNMENT")
+    assert m.fingerprint() == before
