@@ -3,6 +3,7 @@ the model, held to the model by the executor (docs/language.md, "Expectations").
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +170,21 @@ def test_the_model_refuses_a_cancellation_that_would_leave_no_isr(profile: str) 
     before = m.fingerprint()
     assert m.apply(CancelReassignment()) == Refusal("cancel_reassignment", "INVALID_REPLICA_ASSIGNMENT")
     assert m.fingerprint() == before
+
+
+def test_the_report_shows_a_refusal_in_its_steps_row_expected_or_not(tmp_path: Path) -> None:
+    """A refusal is the controller's answer, not a finding: the steps table shows it as observed at
+    the step that made the request, whether the scenario expects it or not."""
+    from pytest_elr.backends.model import ModelBackend
+    from pytest_elr.report import build_report
+
+    for name, grow in (("expected", "refused: UNKNOWN_SERVER_ERROR, replicas: [0]"), ("unsaid", "replicas: [0]")):
+        result = run_scenario(parse_scenario(_scenario(grow=grow), "refused.elr.yaml"), ModelBackend(), "kafka",
+                              tmp_path / name)
+        assert result.passed, result.message
+        page = build_report([Path(result.history_dir)], tmp_path / f"{name}.html").read_text()
+        row = page[page.index('<tr data-step="grow"'):]
+        row = row[:row.index("</tr>")]
+        assert "refused: UNKNOWN_SERVER_ERROR" in row, row
+        shrink = page[page.index('<tr data-step="shrink"'):]
+        assert "refused:" not in shrink[:shrink.index("</tr>")].replace("<code>refused: none</code>", "")

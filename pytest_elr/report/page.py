@@ -426,10 +426,10 @@ def _step_rows(run: Run) -> list[dict[str, Any]]:
             continue
         if e["type"] == "step" and e.get("phase") == "begin":
             rows[label] = {"label": label, "note": e.get("note") or "", "do": e.get("do"), "faults": [],
-                           "state": None, "end": None}
+                           "state": None, "end": None, "refused": []}
         elif label == "finale" and label not in rows:
             rows[label] = {"label": label, "note": "heal and bring back what the steps left down", "do": None,
-                           "faults": [], "state": None, "end": None}
+                           "faults": [], "state": None, "end": None, "refused": []}
         row = rows.get(label)
         if row is None:
             continue
@@ -437,6 +437,8 @@ def _step_rows(run: Run) -> list[dict[str, Any]]:
             row["faults"].append(e)
         elif e["type"] == "observe" and e.get("partition") in (None, 0):
             row["state"] = e
+        elif e["type"] == "refused":  # an answer, not a finding: shown where the request was made
+            row["refused"].append(e)
         elif e["type"] == "step" and e.get("phase") == "end":
             row["end"] = e
     for row in rows.values():
@@ -465,6 +467,8 @@ def _steps(run: Run, known: bool = False) -> str:
         seen = {k: ("none" if state.get(k) is None and k == "leader" else state.get(k)) for k in STATE_KEYS
                 if k in state}
         seen |= {k: v for k, v in observed.items() if k not in seen}
+        if row["refused"] and "refused" not in seen:  # the controller's answer, expected or not
+            seen["refused"] = ", ".join(f"{r.get('code')} ({r.get('action')})" for r in row["refused"])
         do = "".join(f"<code>- {escape(_flow(item))}</code><br>" for item in row["do"]) or NONE
         note = f'<span class="note">{escape(row["note"])}</span>' if row["note"] else ""
         want = "".join(_kv(k, v, k in missed) for k, v in expected.items()) or NONE
