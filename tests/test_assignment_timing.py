@@ -9,6 +9,7 @@ by the next action is a difference.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from fake_backend import Fake
@@ -88,6 +89,12 @@ def test_kip903_passes_when_the_assignment_lands_one_step_late(tmp_path: Path) -
     assert run_scenario(scenario, Fake(), "kafka", tmp_path / "now").passed
     result = run_scenario(scenario, AssignmentLandsOneStepLate(), "kafka", tmp_path / "late")
     assert result.passed, result.message
+    events = [json.loads(line) for line in (Path(result.history_dir) / "events.jsonl").read_text().splitlines()]
+    kept = [e for e in events if e["type"] == "alternatives" and e["step"] == "T2"]
+    # the two states differ only in the partition epoch: the history shows which one the cluster was in
+    assert len(kept) == 1 and kept[0]["kept"] == 1, kept
+    landed, late = (int(state.rsplit("/", 1)[1]) for state in kept[0]["states"])  # partition epochs
+    assert landed == late + 1 and kept[0]["observed"].endswith(f"/{late}"), kept
 
 
 def test_an_assignment_that_never_lands_is_a_difference_at_the_next_step(tmp_path: Path) -> None:

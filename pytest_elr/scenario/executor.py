@@ -593,7 +593,8 @@ class Executor:
             self.alternatives.keep(lambda i, _: fits[i])
             self.model = self.alternatives.canonical
             self.history.record("alternatives", after=action.kind, allowed=len(allowed), kept=sum(fits),
-                                states=[describe(m) for m, _ in allowed], observed=describe(obs))
+                                states=[describe(m, epochs=True) for m, _ in allowed],
+                                observed=describe(obs, epochs=True))
         for d in differences(obs, *allowed[chosen]):
             self._note(d, ctx)
         self._mark_partition_epoch(obs)
@@ -1176,10 +1177,13 @@ def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
     return None
 
 
-def describe(obs: Observation) -> str:
+def describe(obs: Observation, epochs: bool = False) -> str:
+    """One line of the partition's state; ``epochs``: with its leader and partition epochs (states
+    timing allows may differ in nothing else: a directory assignment landed or not)."""
     recovering = "" if obs.recovering is False else f" recovering={obs.recovering}"
+    epoch = f" epochs={_b(obs.leader_epoch)}/{_b(obs.partition_epoch)}" if epochs else ""
     return (f"leader={_b(obs.leader)} isr={list(obs.isr)} elr={list(obs.elr)} "
-            f"last_known_elr={list(obs.last_known_elr)} fenced={list(obs.fenced)} hwm={obs.hwm}{recovering}")
+            f"last_known_elr={list(obs.last_known_elr)} fenced={list(obs.fenced)} hwm={obs.hwm}{recovering}{epoch}")
 
 
 def _b(value: int | None) -> str:
