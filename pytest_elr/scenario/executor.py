@@ -594,7 +594,7 @@ class Executor:
             self.model = self.alternatives.canonical
             self.history.record("alternatives", after=action.kind, allowed=len(allowed), kept=sum(fits),
                                 states=[describe(m, epochs=True) for m, _ in allowed],
-                                observed=describe(obs, epochs=True))
+                                observed=describe(self._observed_moved(obs), epochs=True))
         for d in differences(obs, *allowed[chosen]):
             self._note(d, ctx)
         self._mark_partition_epoch(obs)
@@ -1178,10 +1178,12 @@ def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
 
 
 def describe(obs: Observation, epochs: bool = False) -> str:
-    """One line of the partition's state; ``epochs``: with its leader and partition epochs (states
-    timing allows may differ in nothing else: a directory assignment landed or not)."""
+    """One line of the partition's state; ``epochs``: with its leader epoch and whether its partition
+    epoch moved (an observation ``Executor._moved`` made: states timing allows may differ in
+    nothing else, a directory assignment landed or not)."""
     recovering = "" if obs.recovering is False else f" recovering={obs.recovering}"
-    epoch = f" epochs={_b(obs.leader_epoch)}/{_b(obs.partition_epoch)}" if epochs else ""
+    moved = {None: "unknown", 0: "unchanged"}.get(obs.partition_epoch, "moved")
+    epoch = f" leader_epoch={_b(obs.leader_epoch)} partition_epoch={moved}" if epochs else ""
     return (f"leader={_b(obs.leader)} isr={list(obs.isr)} elr={list(obs.elr)} "
             f"last_known_elr={list(obs.last_known_elr)} fenced={list(obs.fenced)} hwm={obs.hwm}{recovering}{epoch}")
 
