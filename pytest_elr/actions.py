@@ -499,13 +499,42 @@ class ControllerAction(Action):
 
 
 @dataclass(frozen=True)
-class CrashController(ControllerAction):
-    """The controller's process dies (SIGKILL); ``active``: whichever leads the quorum when the step
-    runs. With a majority of the controllers left, another becomes active; without, no metadata
-    changes until a majority is back."""
+class StopController(ControllerAction):
+    """Every way a controller's process stops (``restart_controller`` starts it again);
+    ``active``: whichever leads the quorum when the step runs. With a majority of the controllers
+    left, another becomes active; without, no metadata changes until a majority is back."""
+
+    targets: ClassVar[tuple[str, ...]] = (ACTIVE_CONTROLLER,)
+
+
+@dataclass(frozen=True)
+class CrashController(StopController):
+    """The controller's process dies (SIGKILL)."""
 
     kind: ClassVar[str] = "crash_controller"
-    targets: ClassVar[tuple[str, ...]] = (ACTIVE_CONTROLLER,)
+
+
+@dataclass(frozen=True)
+class ShutdownController(StopController):
+    """Clean shutdown of the controller (SIGTERM: an active one resigns before it exits)."""
+
+    kind: ClassVar[str] = "shutdown_controller"
+
+
+@dataclass(frozen=True)
+class PowerOffController(StopController):
+    """The controller's power is cut: its JVM dies and its metadata log dir loses what it never
+    fsynced (the FUSE layer the brokers' log dirs sit behind). Not ``lossy``: no acknowledged
+    record is at stake, and a voter flushes before it acknowledges (docs/model.md)."""
+
+    kind: ClassVar[str] = "power_off_controller"
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        problem = super().refused_by(cluster)
+        if problem is None and cluster.controllers < 3:
+            # A single controller's metadata dir has no lossy layer on Kafka (sut/cluster.py).
+            return "a power cut of a controller needs a quorum of three (cluster: {controllers: 3})"
+        return problem
 
 
 @dataclass(frozen=True)
@@ -718,8 +747,9 @@ __all__ = [
     "ACTIONS", "ACTIVE_CONTROLLER", "ALL_CONTROLLERS", "Acks", "Action", "BrokerAction", "CancelReassignment",
     "CONTROLLER_SCOPES", "ControllerAction", "ControllerScope", "Crash", "CrashController", "Cut", "ElectLeaders",
     "Flush", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "IsolateController", "Lifecycle", "Node",
-    "Pause", "PowerOff", "Produce", "Reassign", "ReplaceDisk", "Restart", "RestartController", "Resume",
-    "SetClusterMinIsr", "SetMinIsr", "Shutdown", "Slow", "UncleanElection", "Wait",
+    "Pause", "PowerOff", "PowerOffController", "Produce", "Reassign", "ReplaceDisk", "Restart", "RestartController",
+    "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "ShutdownController", "Slow", "StopController",
+    "UncleanElection", "Wait",
     "action_forms", "action_from_event", "unhandled",
 ]
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
-from pytest_elr.actions import Action, CrashController, IsolateController
+from pytest_elr.actions import Action, CrashController, IsolateController, PowerOffController, RestartController
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
 from pytest_elr.model.cluster import ModelCluster
@@ -195,6 +195,27 @@ class ElrLostOnFailover(Fake):
     def apply(self, action: Action) -> Result:
         result = super().apply(action)
         if isinstance(action, CrashController) and self.model is not None:
+            self.model.part.elr, self.model.part.last_known_elr = [], []
+        return result
+
+
+class ElrLostOnControllerPowerOff(Fake):
+    """A power cut of a controller that takes committed metadata with it: the ELR and LastKnownELR
+    committed before the cut are gone once it is off (``at="power_off"``), or once the lossy
+    controller rejoins and its shorter log wins (``at="rejoin"``). KRaft flushes a voter's log before
+    it acknowledges, so neither may happen with one lossy controller out of three."""
+
+    def __init__(self, *args: Any, at: str = "power_off", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._at = at
+        self._powered_off = False
+
+    def apply(self, action: Action) -> Result:
+        result = super().apply(action)
+        self._powered_off |= isinstance(action, PowerOffController)
+        loses = (isinstance(action, PowerOffController) if self._at == "power_off"
+                 else isinstance(action, RestartController) and self._powered_off)
+        if loses and self.model is not None:
             self.model.part.elr, self.model.part.last_known_elr = [], []
         return result
 

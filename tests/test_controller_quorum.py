@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fake_backend import (
+    ElrLostOnControllerPowerOff,
     ElrLostOnFailover,
     Fake,
     IsolatedControllerFencesNobody,
@@ -14,7 +15,18 @@ from fake_backend import (
     NoFailover,
 )
 
-from pytest_elr.actions import Crash, CrashController, Cut, Heal, IsolateController, Produce, RestartController
+from pytest_elr.actions import (
+    Crash,
+    CrashController,
+    Cut,
+    Heal,
+    IsolateController,
+    PowerOffController,
+    Produce,
+    RestartController,
+    ShutdownController,
+    StopController,
+)
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.errors import ScenarioError
@@ -28,6 +40,7 @@ from pytest_elr.scenario.loader import load_scenario
 BROKERS = (0, 1, 2)
 FAILOVER = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_fails_mid_timeline.elr.yaml"
 ISOLATED = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_isolated.elr.yaml"
+POWER_OFF = Path(__file__).parent.parent / "scenarios" / "kip966_controller_power_off_mid_timeline.elr.yaml"
 
 
 def _model(controllers: int = 3) -> ModelCluster:
@@ -219,3 +232,70 @@ def test_an_isolated_controller_that_keeps_leading_is_caught_by_the_comparison_a
     assert "after isolate_controller, the system differs from the model in fenced: model [0], observed [0, 1, 2]" \
         in result.message
     assert "fenced: expected [0], observed [0, 1, 2]" in result.message
+
+
+# --- shutdown_controller, power_off_controller ------------------------------------------------
+
+
+@pytest.mark.parametrize("stop", [CrashController, ShutdownController, PowerOffController])
+def test_a_stopped_active_controller_keeps_the_partition_and_its_restart_too(stop: type[StopController]) -> None:
+    """The rule beside ``ModelCluster``'s handler: a clean stop, a crash and a power cut of one
+    controller out of three change nothing committed -- a voter flushes before it acknowledges."""
+    m = _model()
+    _below_min_isr(m)
+    before, epochs = m.part.view(), (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(stop(controller="active"))
+    assert m.has_quorum() and m.active_controller not in (None, 0) and m.controllers_down == {0}
+    m.apply(RestartController(controller=0))
+    assert m.controllers_down == set() and m.active_controller not in (None, 0)
+    assert m.part.view() == before and (m.part.leader_epoch, m.part.partition_epoch) == epochs
+    m.apply(Crash(broker=2))
+    m.apply(Heal(links=None))
+    assert m.part.leader == 1  # the ELR decision survived
+
+
+@pytest.mark.parametrize("stop", [ShutdownController, PowerOffController])
+def test_two_controllers_stopped_are_no_quorum(stop: type[StopController]) -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    m.apply(stop(controller="active"))
+    m.apply(stop(controller="active"))
+    assert not m.has_quorum() and m.active_controller is None
+    with pytest.raises(ModelError, match="no controller is active"):
+        m.apply(stop(controller="active"))
+
+
+def test_the_power_off_scenario_passes_on_a_faithful_system(tmp_path: Path) -> None:
+    result = run_scenario(load_scenario(POWER_OFF), Fake(), "kafka", tmp_path)
+    assert result.passed, result.message
+
+
+def test_an_elr_lost_in_a_controller_power_cut_is_caught_by_the_comparison_and_the_expectation() -> None:
+    result = run_scenario(load_scenario(POWER_OFF), ElrLostOnControllerPowerOff(at="power_off"), "kafka")
+    assert not result.passed
+    assert "step controller-power-off" in result.message
+    differs = "after power_off_controller, the system differs from the model in elr: model [1, 2], observed []"
+    assert differs in result.message
+    assert "elr: expected [1, 2], observed []" in result.message
+
+
+def test_an_elr_lost_when_the_lossy_controller_rejoins_is_caught_by_the_comparison_and_the_expectation() -> None:
+    result = run_scenario(load_scenario(POWER_OFF), ElrLostOnControllerPowerOff(at="rejoin"), "kafka")
+    assert not result.passed
+    assert "step controller-rejoins" in result.message
+    differs = "after restart_controller, the system differs from the model in elr: model [1, 2], observed []"
+    assert differs in result.message
+
+
+def test_the_python_api_shuts_down_and_powers_off_controllers() -> None:
+    c = ClusterHandle(ModelBackend(), "kafka", ClusterSpec(BROKERS, controllers=3), TopicSpec("t", BROKERS, 2))
+    c.shutdown_controller("active")
+    c.expect(active_controller="any", leader=0)
+    c.power_off_controller(2)
+    c.expect(active_controller="none")
+    c.restart_controller("all")
+    c.expect(active_controller="any", leader=0)
+    assert c.verdict().lost_count == 0
+    one = ClusterHandle(ModelBackend(), "kafka", ClusterSpec(BROKERS), TopicSpec("t", BROKERS, 2))
+    with pytest.raises(ScenarioError, match="a power cut of a controller needs a quorum of three"):
+        one.power_off_controller(0)

@@ -136,6 +136,20 @@ CASES = {
     "isolate the only controller from the controllers": (GOOD.replace(
         "isolate: 0", "isolate_controller: {controller: 0, from: controllers}"), 5,
         "step T0: isolate_controller: a single controller has no other controller to be cut from"),
+    "shut down the only controller's number out of range": (GOOD.replace("isolate: 0", "shutdown_controller: 1"), 5,
+        "step T0: shutdown_controller: controller 1 is not in the cluster: it has 1 controller (0..0; "
+        "cluster: {controllers: 3} for more)"),
+    "power off the only controller's number out of range": (GOOD.replace("isolate: 0", "power_off_controller: 1"),
+        5, "step T0: power_off_controller: controller 1 is not in the cluster: it has 1 controller (0..0; "
+        "cluster: {controllers: 3} for more)"),
+    "power off the only controller": (GOOD.replace("isolate: 0", "power_off_controller: active"), 5,
+        "step T0: power_off_controller: a power cut of a controller needs a quorum of three "
+        "(cluster: {controllers: 3})"),
+    "power off a controller out of range": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "power_off_controller: 3"), 5,
+        "step T0: power_off_controller: controller 3 is not in the cluster: it has 3 controllers (0..2"),
+    "shut down a controller by a word it does not take": (GOOD.replace("isolate: 0", "shutdown_controller: all"), 5,
+        "step T0: shutdown_controller: expected a controller number or active, got 'all'"),
 }
 
 

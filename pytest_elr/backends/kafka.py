@@ -47,6 +47,7 @@ from pytest_elr.actions import (
     MoveLogDir,
     Pause,
     PowerOff,
+    PowerOffController,
     Produce,
     Reassign,
     ReplaceDisk,
@@ -56,7 +57,9 @@ from pytest_elr.actions import (
     SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
+    ShutdownController,
     Slow,
+    StopController,
     UncleanElection,
     Wait,
 )
@@ -401,10 +404,21 @@ class KafkaBackend(Backend):
 
     @_do.register
     def _(self, action: CrashController) -> Result:
+        return self._stop_controller(action, self.faults.process.crash)
+
+    @_do.register
+    def _(self, action: ShutdownController) -> Result:
+        return self._stop_controller(action, self.faults.process.shutdown)
+
+    @_do.register
+    def _(self, action: PowerOffController) -> Result:
+        return self._stop_controller(action, self.faults.process.power_off_controller)
+
+    def _stop_controller(self, action: StopController, stop: Callable[[int], object]) -> Result:
         node = self._controller_node(action)
-        self.faults.process.crash(node)
+        stop(node)
         self._controllers_down.add(node)
-        self._controllers_crashed.add(node)
+        self._controllers_crashed.add(node)  # its meters start from zero when it is back
         return None
 
     @_do.register

@@ -38,11 +38,14 @@ them last.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_elr.faults.evidence import PowerOffEvidence, PowerOffRecord
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pytest_elr.sut.cluster import KafkaCluster
@@ -161,6 +164,17 @@ class ProcessFaults:
         reply = layer.drop_unsynced(self._node(node_id))
         return self.evidence.cut(node_id, before, time.monotonic() - t0, reply)
 
+    def power_off_controller(self, node_id: int) -> dict[str, Any]:
+        """Power cut of one controller: SIGKILL, and its metadata log dir drops what it never
+        fsynced. No evidence in records: a controller holds no partition of a topic; the layer's
+        reply (``dropped_bytes``, ``invalidated_inodes``) is returned and logged."""
+        layer = self._disk_layer(node_id)
+        self._before_jvm_ends(node_id)
+        self._mark(node_id, down=True)
+        reply = layer.drop_unsynced(self._node(node_id))  # kafka-ctl power-off kills the JVM first
+        _log.info("power cut of controller %d: %s", node_id, reply)
+        return reply
+
     def power_on(self, node_id: int, timeout_s: float = 60.0) -> PowerOffRecord | None:
         """Start a powered-off broker; wait until it answers its LEOs and record them.
 
@@ -179,6 +193,6 @@ class ProcessFaults:
         if layer is None or not layer.has_layer(self._node(node_id)):
             raise NotImplementedError(
                 f"power_off needs the FUSE disk layer under {self._node(node_id).name}'s log dir "
-                "(KafkaCluster(lazyfs=...), brokers only); crash() is an unclean shutdown "
+                "(KafkaCluster(lazyfs=...)); crash() is an unclean shutdown "
                 "that loses nothing")
         return layer

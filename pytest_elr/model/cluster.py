@@ -30,6 +30,7 @@ from pytest_elr.actions import (
     MoveLogDir,
     Pause,
     PowerOff,
+    PowerOffController,
     Produce,
     Reassign,
     ReplaceDisk,
@@ -39,7 +40,9 @@ from pytest_elr.actions import (
     SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
+    ShutdownController,
     Slow,
+    StopController,
     UncleanElection,
     Wait,
 )
@@ -611,14 +614,28 @@ class ModelCluster:
             self.dir_pending.add(action.broker)
         return None
 
-    @_do.register
-    def _(self, action: CrashController) -> Result:
+    @_do.register(CrashController)
+    @_do.register(ShutdownController)
+    @_do.register(PowerOffController)
+    def _(self, action: StopController) -> Result:
         index = self._controller_index(action)
         if index in self.controllers_down:
             raise ModelError(f"controller {index} is not running")
         # The partition's state is the metadata log's (KIP-966: "LastKnownELR is stored in the
         # metadata log", as the ELR, in PartitionRecord and PartitionChangeRecord, its "Public
         # Interfaces"): a new active controller replays it, so a failover changes nothing of it.
+        # A power cut changes nothing of it either: only committed records are replayed, and a
+        # record is committed once a majority of the voters holds it on disk. KIP-595: the leader
+        # advances the high watermark to "the largest offset which is replicated to a majority"
+        # (LeaderState.maybeUpdateHighWatermark), and a voter flushes what it fetched before it
+        # fetches again, the request that tells the leader its offset (KafkaRaftClient
+        # .appendAsFollower: "the leader only requires that voters have flushed their log before
+        # sending a Fetch request"; the leader counts its own end offset even before its flush,
+        # flushLeaderLog). So with one lossy controller out of three a committed record is on the
+        # disk of a voter that did not lose it, which alone can win the election while the lossy one is down
+        # (KIP-595: a voter grants its vote only to a candidate whose log is at least as long);
+        # the lossy one then truncates to the new leader's log. Measured on Kafka 4.4.0:
+        # kip966_controller_power_off_mid_timeline.
         self.controllers_down.add(index)
         self._elect_controller()
         return None

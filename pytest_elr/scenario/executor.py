@@ -26,7 +26,6 @@ import yaml
 from pytest_elr.actions import (
     ALL_CONTROLLERS,
     Action,
-    CrashController,
     Heal,
     Lifecycle,
     Produce,
@@ -34,6 +33,7 @@ from pytest_elr.actions import (
     RestartController,
     Resume,
     SetMinIsr,
+    StopController,
 )
 from pytest_elr.backends.base import Backend
 from pytest_elr.checker import Checker, Verdict, inline_checker
@@ -413,7 +413,7 @@ class Executor:
         if record and action.fault:
             self.history.record("fault", **action.describe())
         self.lifecycle.update(action.transitions())
-        self.controller_crashed |= isinstance(action, CrashController)
+        self.controller_crashed |= isinstance(action, StopController)
         self.lossy_applied |= action.lossy
         if isinstance(action, SetMinIsr):
             self.min_isr = action.value

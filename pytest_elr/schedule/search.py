@@ -77,6 +77,8 @@ NOT_DRAWN: dict[str, str] = {
     "crash_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
     "restart_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
     "isolate_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
+    "shutdown_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
+    "power_off_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
 }
 
 

@@ -17,8 +17,10 @@ Disks: by default each broker's log dir is a FUSE mount of
 directory), so a power off loses what Kafka never fsynced while a crash
 (SIGKILL) and a shutdown (SIGTERM) lose nothing. Kafka fsyncs a segment only
 when it rolls (``log.flush.*`` defaults), so the layer holds up to
-``log.segment.bytes`` per partition in memory: 1 MiB here. Controllers keep a
-plain directory (KRaft fsyncs its log on every append anyway).
+``log.segment.bytes`` per partition in memory: 1 MiB here. The controllers of a
+3-controller quorum sit behind the same layer (``power_off_controller``: KRaft
+flushes its log before a voter acknowledges, so the layer holds little); a
+single controller keeps a plain directory.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from pytest_elr.sut.polling import poll
 
 T = TypeVar("T")
 
-# Metadata mode of the FUSE layer under each broker's log dir (see pytest_elr.lazyfs).
+# Metadata mode of the FUSE layer under each broker's log dir, and a quorum's controllers' (see pytest_elr.lazyfs).
 DEFAULT_LAZYFS = "fsyncdir"
 # Small segments bound the layer's memory: Kafka fsyncs a segment when it rolls.
 LAZYFS_CONFIG = {
@@ -133,7 +135,7 @@ class KafkaCluster:
             for spec in self.topology.nodes:
                 self._nodes[spec.node_id] = KafkaNode(
                     spec, self.topology, image, net, self.cluster_id, labels,
-                    lazyfs=self.lazyfs if spec.is_broker else None,
+                    lazyfs=self.lazyfs if spec.is_broker or len(self.controller_ids) > 1 else None,
                     instrumentation=self.instrumentation, agents=agents)
             nodes = list(self._nodes.values())
             with without_ryuk():

@@ -14,7 +14,8 @@ it empties ELR and LastKnownElr of the topic's partitions (Kafka 4.3.1, dumped w
 ``DumpLogSegments --cluster-metadata-decoder``: ``{"type":"CLEAR_ELR_RECORD","data":
 {"topicName":"same-a66592"}}`` right after the topic's ``min.insync.replicas`` config record).
 
-The file is copied through Docker's archive API (binary-safe, unlike an exec's output under load)
+The file is copied through Docker's archive API (binary-safe), or base64 through an exec when the
+data dir is behind the FUSE layer (``KafkaNode.read_file``),
 and only what was appended since the last refresh is parsed.
 """
 

@@ -242,8 +242,14 @@ class KafkaNode:
                       for name, data in zip(lines[::2], lines[1::2], strict=False))
 
     def read_file(self, path: str) -> bytes:
-        """A file of the container's own filesystem, binary, through Docker's archive API (a file
-        under a FUSE mount is not seen there: ``segment_files`` reads those)."""
+        """A file of the container's own filesystem, binary, through Docker's archive API; under
+        the FUSE layer (which that API does not see: it reads the container's root filesystem, not
+        its mounts) inside the container, base64-encoded as ``segment_files`` does."""
+        if self.lazyfs:
+            code, out = self.exec("sh", "-c", 'base64 -w0 "$0"', path, check=False)
+            if code != 0:
+                raise NodeCommandError(f"{self.name}: cannot read {path}: {out.strip()}")
+            return base64.b64decode(out.strip())
         stream, _ = self.container.get_archive(path)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.next()
