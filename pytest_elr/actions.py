@@ -653,6 +653,7 @@ class UncleanElection(Action):
 
     enabled: bool
     kind: ClassVar[str] = "unclean_election"
+    operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
@@ -670,6 +671,7 @@ class ElectLeaders(Action):
 
     election: Literal["preferred"]
     kind: ClassVar[str] = "elect_leaders"
+    operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:

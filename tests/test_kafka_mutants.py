@@ -378,3 +378,82 @@ def test_a_mutant_cut_off_says_how_many_covering_runs_it_got_through(tmp_path: P
     lines, counts = km.summary({row["id"]: row})
     assert counts == {"timed out": 1}
     assert lines[-1].endswith(": 2 of 3 covering runs as on the real release") and "build` line 35" in lines[-1]
+
+
+#: the real child entry point, its covering runs replaced by one that holds a "cluster" until stopped
+CHILD_HOLDING_A_CLUSTER = """
+import sys, time
+from pathlib import Path
+from pytest_elr.schedule import kafka_mutants as km
+
+state = Path(sys.argv[2])
+
+def run_one(mutant_id, runs, version, history_root):
+    (state / "started").touch()
+    try:
+        time.sleep(3600)
+    finally:  # what run_one's pool.close() does: remove the cluster
+        (state / "removed").touch()
+
+km.run_one = run_one
+sys.exit(km._child_main(sys.argv[1]))
+"""
+
+
+def test_a_stopped_mutant_child_removes_its_cluster(tmp_path: Path) -> None:
+    """Found by the HWM campaign (stop 38): SIGTERM to the campaign stopped the child by the signal's
+    default action, and the child's cluster (five containers and a network) outlived it."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD_HOLDING_A_CLUSTER)
+    spec = json.dumps({"mutant": "P#m()V:1:X:0", "runs": [], "version": "4.4.0", "history": str(tmp_path)})
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, str(script), spec, str(tmp_path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline and child.poll() is None, child.communicate()
+            time.sleep(0.05)
+        child.send_signal(signal.SIGTERM)
+        child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert (tmp_path / "removed").exists()
+    assert child.returncode != 0  # stopped, not graded
+
+
+def test_a_run_that_breaks_under_the_mutant_kills_it_with_the_error(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """A covering run that raises instead of ending (the harness could not finish it) is a kill of
+    kind ``error`` with the exception, when the mutant was planted -- never ``not planted``."""
+    import pytest_elr.backends.kafka as kafka_backend
+    import pytest_elr.scenario.executor as executor
+    import pytest_elr.scenario.loader as loader
+    from pytest_elr.sut.instrument import COVERAGE_ENV, MUTANT_ENV
+
+    the_id = "org.example.P#m()V:1:NEGATE_CONDITIONALS:0"
+
+    class Pool:
+        def close(self) -> None:
+            pass
+
+    class Backend:
+        @staticmethod
+        def new_session() -> Pool:
+            return Pool()
+
+        def __init__(self, **kwargs: Any) -> None:
+            self.planted_mutants = {"controller-0": the_id}
+
+    def breaks(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("ElectLeaders request failed: Unknown broker error")
+
+    monkeypatch.setattr(kafka_backend, "KafkaBackend", Backend)
+    monkeypatch.setattr(executor, "run_scenario", breaks)
+    monkeypatch.setattr(loader, "load_scenario", lambda path: SimpleNamespace(name="s"))
+    for env in (MUTANT_ENV, COVERAGE_ENV, kafka_backend.START_TIMEOUT_ENV):  # run_one sets them: restored after
+        monkeypatch.setenv(env, "")
+    out = km.run_one(the_id, [{"scenario_file": "s.elr.yaml", "profile": "kafka"}], "4.4.0", tmp_path)
+    assert out["status"] == "killed" and out["by"]["kind"] == "error", out
+    assert "RuntimeError: ElectLeaders request failed" in out["by"]["message"]

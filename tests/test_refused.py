@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import ElectionType, KafkaError, KafkaException
 
-from pytest_elr.actions import Action, CancelReassignment, Crash, Reassign
+from pytest_elr.actions import Action, CancelReassignment, Crash, ElectLeaders, Reassign, UncleanElection
 from pytest_elr.backends.kafka import KafkaBackend
-from pytest_elr.core.errors import ScenarioError
+from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.observation import Refusal, Result
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile
@@ -188,3 +189,76 @@ def test_the_report_shows_a_refusal_in_its_steps_row_expected_or_not(tmp_path: P
         assert "refused: UNKNOWN_SERVER_ERROR" in row, row
         shrink = page[page.index('<tr data-step="shrink"'):]
         assert "refused:" not in shrink[:shrink.index("</tr>")].replace("<code>refused: none</code>", "")
+
+
+class _Answers:
+    def __init__(self, error: Any) -> None:
+        self.error = error
+
+    def result(self, timeout: float) -> dict[str, Any]:
+        if isinstance(self.error, KafkaException):  # the request as a whole failed
+            raise self.error
+        return {"t-0": self.error}
+
+
+class _Admin:
+    """An AdminClient whose ElectLeaders answers the partition with ``error``."""
+
+    def __init__(self, error: Any) -> None:
+        self.error = error
+
+    def elect_leaders(self, election: Any, partitions: Any) -> _Answers:
+        return _Answers(self.error)
+
+
+@pytest.mark.parametrize("action", [ElectLeaders(election="preferred"), UncleanElection(enabled=True)])
+def test_an_election_the_controller_answers_with_an_error_is_a_refusal(action: Action) -> None:
+    """Found by the HWM campaign (stop 38): a Kafka mutant's exception in electPreferredLeader came
+    back as UNKNOWN_SERVER_ERROR, the backend raised it out of the run, and the campaign's child
+    called the mutant `not planted`. An election the controller refuses is an outcome, held to the
+    model's answer like a reassignment's."""
+    backend = KafkaBackend.__new__(KafkaBackend)
+    backend.topic = "t"
+    election, no_candidate = ((ElectionType.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE)
+                              if isinstance(action, ElectLeaders)
+                              else (ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE))
+    # per partition, and for the request as a whole (what the mutant's exception gave)
+    for answer in (KafkaError(KafkaError.UNKNOWN), KafkaException(KafkaError(KafkaError.UNKNOWN))):
+        refusal = backend._elect_leaders(action, _Admin(answer), election, no_candidate)
+        assert isinstance(refusal, Refusal) and (refusal.action, refusal.code) == (action.kind, "UNKNOWN_SERVER_ERROR")
+    with pytest.raises(BackendError, match="no answer"):  # librdkafka's own error: nobody answered
+        backend._elect_leaders(action, _Admin(KafkaException(KafkaError(KafkaError._TIMED_OUT))), election,
+                               no_candidate)
+    for answer in (None, KafkaError(KafkaError.ELECTION_NOT_NEEDED), KafkaError(no_candidate)):
+        assert backend._elect_leaders(action, _Admin(answer), election, no_candidate) is None  # what the state shows
+
+
+class RefusesPreferredElections(Fake):
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, ElectLeaders):
+            return Refusal(action.kind, "UNKNOWN_SERVER_ERROR")
+        return super().apply(action)
+
+
+PREFERRED = """
+name: preferred
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {name: t, replicas: [0, 1, 2], min_insync_replicas: 1}
+steps:
+  - at: setup
+    do: [{produce: 3}, {crash: 0}, {restart: 0}]
+  - at: preferred
+    do: [{elect_leaders: preferred}]
+    expect: {leader: 0}
+verdict: {acked_loss: none}
+"""
+
+
+def test_a_refused_election_fails_its_step_as_refused_and_can_be_expected() -> None:
+    assert _run(Fake(), PREFERRED).passed
+    result = _run(RefusesPreferredElections(), PREFERRED)
+    assert not result.passed
+    assert ("preferred", "refused") in [(f.step, f.what) for f in result.failures], result.message
+    said = PREFERRED.replace("expect: {leader: 0}", "expect: {refused: none, leader: 0}")
+    assert _run(Fake(), said).passed

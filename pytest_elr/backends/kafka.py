@@ -26,7 +26,7 @@ from collections.abc import Callable
 from functools import lru_cache, singledispatchmethod
 from typing import Any, ClassVar, cast
 
-from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from pytest_elr.actions import (
@@ -510,7 +510,7 @@ class KafkaBackend(Backend):
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=PRODUCE_TIMEOUT_S)
         if action.enabled:
-            self._elect_leaders(admin, ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+            return self._elect_leaders(action, admin, ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE)
         return None
 
     @_do.register
@@ -518,17 +518,32 @@ class KafkaBackend(Backend):
         """ElectLeaders with election type PREFERRED. ELECTION_NOT_NEEDED (the preferred replica
         leads) and PREFERRED_LEADER_NOT_AVAILABLE (it may not lead) are answers: the state says."""
         admin = AdminClient({"bootstrap.servers": self._bootstrap()})
-        self._elect_leaders(admin, ElectionType.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE)
-        return None
+        return self._elect_leaders(action, admin, ElectionType.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE)
 
-    def _elect_leaders(self, admin: AdminClient, election: ElectionType, no_candidate: int) -> None:
+    def _elect_leaders(self, action: Action, admin: AdminClient, election: ElectionType,
+                       no_candidate: int) -> Refusal | None:
+        """ElectLeaders for the partition. Any other error code is the controller refusing the
+        operator's request (a Kafka mutant's exception comes back as UNKNOWN_SERVER_ERROR): an
+        outcome the executor holds to the model's, which refuses no election."""
         answers = admin.elect_leaders(election, [TopicPartition(self.topic, 0)])
-        for error in answers.result(timeout=PRODUCE_TIMEOUT_S).values():
+        try:
+            per_partition = answers.result(timeout=PRODUCE_TIMEOUT_S)
+        except KafkaException as exc:  # the request as a whole failed
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            # librdkafka's own errors (no answer: a timeout, a transport failure) are -200..-100;
+            # a broker's answer is -1 (UNKNOWN_SERVER_ERROR) or more
+            if error is None or error.code() < KafkaError.UNKNOWN:
+                raise BackendError(f"{election.name.lower()} election of {self.topic}-0: no answer: {exc}") from exc
+            return Refusal(action.kind, ERRORS.get(error.code(), f"error {error.code()}"),
+                           f"{election.name.lower()} election of {self.topic}-0: {error}")
+        for error in per_partition.values():
             # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
             kafka_error = error.args[0] if isinstance(error, Exception) else error
             code = kafka_error.code() if kafka_error is not None else None
             if code not in (None, KafkaError.ELECTION_NOT_NEEDED, no_candidate):
-                raise BackendError(f"{election.name.lower()} election of {self.topic}-0 refused: {error}")
+                return Refusal(action.kind, ERRORS.get(code, f"error {code}"),
+                               f"{election.name.lower()} election of {self.topic}-0: {error}")
+        return None
 
     @_do.register
     def _(self, action: Reassign) -> Result:

@@ -66,7 +66,8 @@ class Step:
         return sum(a.kind == "produce" for a in self.actions)
 
     def operator_requests(self) -> int:
-        """How many operator requests (``reassign``, ``cancel_reassignment``) the step makes."""
+        """How many operator requests (``reassign``, ``cancel_reassignment``, ``elect_leaders``,
+        ``unclean_election``) the step makes."""
         return sum(a.operator for a in self.actions)
 
 

@@ -195,7 +195,15 @@ def run_one(mutant_id: str, runs: Sequence[dict[str, Any]], version: str, histor
         for run in runs:
             scenario = load_scenario(run["scenario_file"])
             backend = KafkaBackend(session=pool, version=version)
-            result = run_scenario(scenario, backend, run["profile"], history_root, stop_at_first_failure=True)
+            try:
+                result = run_scenario(scenario, backend, run["profile"], history_root, stop_at_first_failure=True)
+            except Exception as exc:  # the run broke under the mutant: it could not finish (the backend closed)
+                out["runs_tried"] += 1
+                planted.update({k: v for k, v in backend.planted_mutants.items() if v})
+                out.update(status="killed", by={"scenario": scenario.name, "scenario_file": run["scenario_file"],
+                                                "profile": run["profile"], "kind": "error", "failures": [],
+                                                "message": f"{type(exc).__name__}: {exc}"[:1500]})
+                break
             out["runs_tried"] += 1
             planted.update({k: v for k, v in backend.planted_mutants.items() if v})
             outcome, detail = run_outcome(scenario, version, result)
@@ -502,7 +510,10 @@ def report_main(argv: list[str] | None = None) -> int:
 
 def _child_main(spec_json: str) -> int:
     spec = json.loads(spec_json)
-    result = run_one(spec["mutant"], spec["runs"], spec["version"], Path(spec["history"]))
+    # SIGTERM (the campaign stopped, or this mutant's time is up) unwinds run_one, whose cluster pool
+    # then removes its containers: the default action would end the process with them running.
+    with sigterm_interrupts():
+        result = run_one(spec["mutant"], spec["runs"], spec["version"], Path(spec["history"]))
     print(json.dumps(result), flush=True)
     return 0
 
