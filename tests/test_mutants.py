@@ -110,7 +110,8 @@ def test_a_break_kafka_shows_by_itself_kills_no_mutant(monkeypatch: pytest.Monke
                          Cut(links=isolation_links(1, "all", brokers)), SetMinIsr(value=3), ReplaceDisk(broker=2)]
     found: list[Action] = lossy_last_leader
 
-    def search(profile: str, max_examples: int, rules: Rules) -> tuple[list[Action], list[str]] | None:
+    def search(profile: str, max_examples: int, rules: Rules,
+               shrink: bool = True) -> tuple[list[Action], list[str]] | None:
         return (found, ["invariant no_acked_loss broken"]) if profile == "kafka" else None
 
     monkeypatch.setattr(mutants, "search", search)

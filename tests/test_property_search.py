@@ -148,7 +148,10 @@ def test_the_search_finds_the_election_bug_when_its_rule_is_off() -> None:
     an election, an ELR outlives an ISR that meets a lowered min ISR."""
     from pytest_elr.model.profiles import Rules
 
-    kinds = ("isolate", "crash", "lossy", "pause", "min_isr", "heal", "restart")
+    # Aimed at the class: a paused (fenced) broker's election, then a lowered min ISR. Among seven kinds
+    # the search found the same shrunk schedule in 21.6 s of CPU, among these two in 9.0 s
+    # (docs/performance.md, "Where CI's time goes").
+    kinds = ("pause", "min_isr")
     found = search("kip966", max_examples=1000, steps=12, rules=Rules(clear_elr_after_election=False), kinds=kinds)
     assert found is not None
     actions, violations = found

@@ -15,9 +15,11 @@ from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 
 #: the scenarios the model can stage (``backends: {only: [kafka]}`` shows a finding about Kafka)
-SCENARIOS = [p for p in sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.elr.yaml"))
-             if load_scenario(p).runs_on("model")]
-RUNS = [(path, profile) for path in SCENARIOS for profile in load_scenario(path).profiles]
+#: each file parsed once at collection (every process that collects pays it: the xdist controller
+#: and each worker)
+_LOADED = {p: load_scenario(p) for p in sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.elr.yaml"))}
+SCENARIOS = [p for p, scenario in _LOADED.items() if scenario.runs_on("model")]
+RUNS = [(path, profile) for path in SCENARIOS for profile in _LOADED[path].profiles]
 
 
 @pytest.mark.parametrize(("path", "profile"), RUNS, ids=[f"{p.name.split('.')[0]}-{pr}" for p, pr in RUNS])

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -365,12 +365,15 @@ def seed_only_draws() -> Iterator[None]:
 
 
 def run_machine(machine: type[ProtocolMachine], max_examples: int, steps: int,
-                seed_value: int | None = None) -> None:
+                seed_value: int | None = None, shrink: bool = True) -> None:
     """``max_examples`` schedules of up to ``steps`` actions, the same ones for the same arguments
     whatever else was imported or configured: derandomized, or from ``seed_value``, on Hypothesis'
-    own default settings (not a profile a conftest loaded)."""
+    own default settings (not a profile a conftest loaded). ``shrink=False``: the first failing
+    schedule is raised as drawn, not shrunk."""
+    phases = settings.get_profile("default").phases
     run_settings = settings(
         settings.get_profile("default"), max_examples=max_examples, stateful_step_count=steps,
+        phases=phases if shrink else [p for p in phases if p not in (Phase.shrink, Phase.explain)],
         deadline=None, database=None, suppress_health_check=list(HealthCheck),
         derandomize=seed_value is None, print_blob=False,
     )
@@ -385,8 +388,10 @@ def search(
     steps: int = 25,
     rules: Rules | None = None,
     kinds: tuple[str, ...] = KINDS,
+    shrink: bool = True,
 ) -> tuple[list[Action], list[str]] | None:
-    """Explore random schedules; return the shrunk counterexample (actions, violations), if any.
+    """Explore random schedules; return the shrunk counterexample (actions, violations), if any
+    (``shrink=False``: the first one found, as drawn).
 
     Derandomized: the same arguments explore the same schedules, whatever else is imported
     (``run_machine``), so a result can be reproduced.
@@ -396,7 +401,7 @@ def search(
         prof = replace(prof, rules=rules)
     machine = machine_for(SearchConfig(profile=prof, kinds=kinds))
     try:
-        run_machine(machine, max_examples, steps)
+        run_machine(machine, max_examples, steps, shrink=shrink)
     except InvariantBroken:
         return list(machine.last_actions), list(machine.last_violations)
     return None
