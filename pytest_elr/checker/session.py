@@ -13,9 +13,11 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_elr.checker import class_archive
@@ -262,15 +264,37 @@ def _stop_local(spark: SparkSession, proc: subprocess.Popen[bytes]) -> int | Non
     return exit_code
 
 
-def _wait_jvm(proc: subprocess.Popen[bytes]) -> int | None:
+#: a JVM that has used no CPU for this long while we wait for it to exit is hung: killed
+JVM_EXIT_IDLE_S = 120.0
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """The process's user + system CPU time in clock ticks (Linux ``/proc``), None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _wait_jvm(proc: subprocess.Popen[bytes], idle_s: float = JVM_EXIT_IDLE_S) -> int | None:
     """Close the JVM's stdin (pyspark's gateway server exits when it closes) and wait for it to exit;
-    killed after 120 s (writing the class-data sharing archive takes seconds)."""
+    killed once it has used no CPU for ``idle_s``. Writing the class-data sharing archive takes ~30 s of
+    CPU: on a loaded machine more than 120 s of wall time (CI: an archive never written), so what
+    is awaited is the work ending, not a time."""
     if proc.stdin is not None:
         with contextlib.suppress(OSError):
             proc.stdin.close()
-    try:
-        return proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return None
+    ticks, busy_at = _cpu_ticks(proc.pid), time.monotonic()
+    while True:
+        try:
+            return proc.wait(timeout=min(5.0, idle_s))
+        except subprocess.TimeoutExpired:
+            pass
+        now_ticks = _cpu_ticks(proc.pid)
+        if now_ticks is not None and now_ticks != ticks:
+            ticks, busy_at = now_ticks, time.monotonic()
+        elif time.monotonic() - busy_at > idle_s:
+            proc.kill()
+            proc.wait()
+            return None

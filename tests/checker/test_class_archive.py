@@ -160,3 +160,15 @@ def test_the_quick_stop_needs_every_private_attribute() -> None:
         assert not _has_internals(sc)
         setattr(sc, name, None)
     assert _has_internals(sc)
+
+
+def test_a_jvm_that_works_on_is_waited_for_one_that_idles_is_killed() -> None:
+    """CI under load: the JVM writing the archive was killed at a fixed 120 s and the archive lost.
+    ``_wait_jvm`` kills only a process that has used no CPU for its idle limit."""
+    from pytest_elr.checker.session import _wait_jvm
+
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 4\n"
+                             "while time.process_time() < end: pass"], stdin=subprocess.PIPE)
+    assert _wait_jvm(busy, idle_s=3.0) == 0  # 4 s of CPU, never 3 s idle: waited for, not killed
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.PIPE)
+    assert _wait_jvm(idle, idle_s=1.0) is None and idle.returncode == -9  # killed, not ended by itself
