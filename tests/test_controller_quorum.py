@@ -3,6 +3,8 @@ the planted violations the failover scenario's expectations and the executor's c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -125,12 +127,19 @@ def test_the_failover_scenario_passes_on_a_faithful_system(tmp_path: Path) -> No
     assert result.passed, result.message
 
 
-def test_an_elr_lost_in_the_failover_is_caught_by_the_comparison_and_the_expectation() -> None:
-    result = run_scenario(load_scenario(FAILOVER), ElrLostOnFailover(), "kafka")
+@pytest.mark.parametrize(("scenario", "backend", "step", "after"), [
+    (FAILOVER, ElrLostOnFailover, "failover", "crash_controller"),
+    (POWER_OFF, partial(ElrLostOnControllerPowerOff, at="power_off"), "controller-power-off", "power_off_controller"),
+    (POWER_OFF, partial(ElrLostOnControllerPowerOff, at="rejoin"), "controller-rejoins", "restart_controller"),
+], ids=["failover", "power-cut", "lossy-rejoin"])
+def test_an_elr_lost_by_the_controllers_is_caught_by_the_comparison_and_the_expectation(
+        scenario: Path, backend: Callable[[], Fake], step: str, after: str) -> None:
+    """A committed ELR lost in a failover, at a controller's power cut, or when the lossy controller
+    rejoins: each step expects ``elr: [1, 2]``, and the model holds the system to it as well."""
+    result = run_scenario(load_scenario(scenario), backend(), "kafka")
     assert not result.passed
-    assert "step failover" in result.message
-    differs = "after crash_controller, the system differs from the model in elr: model [1, 2], observed []"
-    assert differs in result.message
+    assert f"step {step}" in result.message
+    assert f"after {after}, the system differs from the model in elr: model [1, 2], observed []" in result.message
     assert "elr: expected [1, 2], observed []" in result.message
 
 
@@ -268,23 +277,6 @@ def test_two_controllers_stopped_are_no_quorum(stop: type[StopController]) -> No
 def test_the_power_off_scenario_passes_on_a_faithful_system(tmp_path: Path) -> None:
     result = run_scenario(load_scenario(POWER_OFF), Fake(), "kafka", tmp_path)
     assert result.passed, result.message
-
-
-def test_an_elr_lost_in_a_controller_power_cut_is_caught_by_the_comparison_and_the_expectation() -> None:
-    result = run_scenario(load_scenario(POWER_OFF), ElrLostOnControllerPowerOff(at="power_off"), "kafka")
-    assert not result.passed
-    assert "step controller-power-off" in result.message
-    differs = "after power_off_controller, the system differs from the model in elr: model [1, 2], observed []"
-    assert differs in result.message
-    assert "elr: expected [1, 2], observed []" in result.message
-
-
-def test_an_elr_lost_when_the_lossy_controller_rejoins_is_caught_by_the_comparison_and_the_expectation() -> None:
-    result = run_scenario(load_scenario(POWER_OFF), ElrLostOnControllerPowerOff(at="rejoin"), "kafka")
-    assert not result.passed
-    assert "step controller-rejoins" in result.message
-    differs = "after restart_controller, the system differs from the model in elr: model [1, 2], observed []"
-    assert differs in result.message
 
 
 def test_the_python_api_shuts_down_and_powers_off_controllers() -> None:
