@@ -66,6 +66,8 @@ KILLED_BY = {
         "expectation replicas", "scenario kafka-reassignment-keeps-removed-in-elr [kip966]: step shrink"),
     "reassignment-cancelled-under-min-isr": (
         "expectation replicas", "scenario kip966-reassignment-cancelled-under-min-isr [kip966]: step cancel"),
+    "failover-forgets-elr": (
+        "expectation elr", "scenario kip966-active-controller-fails-mid-timeline [kafka]: step failover"),
 }
 
 EXAMPLES = 100
@@ -111,7 +113,7 @@ def test_a_break_kafka_shows_by_itself_kills_no_mutant(monkeypatch: pytest.Monke
     found: list[Action] = lossy_last_leader
 
     def search(profile: str, max_examples: int, rules: Rules,
-               shrink: bool = True) -> tuple[list[Action], list[str]] | None:
+               shrink: bool = True, controllers: int = 1) -> tuple[list[Action], list[str]] | None:
         return (found, ["invariant no_acked_loss broken"]) if profile == "kafka" else None
 
     monkeypatch.setattr(mutants, "search", search)
@@ -119,3 +121,15 @@ def test_a_break_kafka_shows_by_itself_kills_no_mutant(monkeypatch: pytest.Monke
     found = [Produce(count=1, acks="all")]  # breaks nothing on the unmutated model
     assert check_mutant("none", Rules(), [], examples=1).killed_by == \
         "property search [kafka]: invariant no_acked_loss broken"
+
+
+def test_a_rule_of_the_failover_is_killed_by_the_search_on_three_controllers() -> None:
+    """Without the suite's scenarios, a new active controller that forgets the ELR is seen only by the
+    search that draws controller faults: none on one controller, the broken invariant on three."""
+    from pytest_elr.schedule.search import search
+
+    rules = MUTANTS["failover-forgets-elr"]
+    assert search("kip966", max_examples=EXAMPLES, rules=rules, shrink=False) is None
+    result = check_mutant("failover-forgets-elr", rules, [], examples=EXAMPLES)
+    assert result.check == "invariant isr_plus_elr_at_min_isr", result.killed_by
+    assert (result.killed_by or "").startswith("property search [kip966, 3 controllers]: "), result.killed_by

@@ -125,8 +125,26 @@ def test_the_search_draws_every_action_of_the_language() -> None:
     # search stops at its first counterexample (a shrink to one replica, below) and shrinks it: how
     # much it drew then depended on when it met it (1.5-95 s in CI).
     assert search("kip966", max_examples=200) is None  # every kind needs a few hundred schedules
+    one_controller = set(ProtocolMachine.kinds_applied)
+    assert not {kind for kind in one_controller if kind.endswith("_controller")}, one_controller
+    # the controller faults, on a quorum of three: none breaks an invariant under the whole KIP
+    assert search("kip966", max_examples=200, controllers=3) is None
     missing = set(ACTIONS) - set(NOT_DRAWN) - ProtocolMachine.kinds_applied
     assert not missing, f"the search never applies {sorted(missing)}"
+
+
+def test_the_controller_rules_are_hidden_from_a_one_controller_search() -> None:
+    """Hidden, not merely never enabled (Hypothesis chooses among every rule of the class), so a
+    one-controller seed draws what it drew before they existed; asking for them there is an error."""
+    from pytest_elr.schedule.search import CONTROLLER_KINDS, KINDS, QUORUM, SearchConfig, machine_for
+
+    one = machine_for(SearchConfig(profile=get_profile("kip966")))
+    three = machine_for(SearchConfig(profile=get_profile("kip966"), controllers=QUORUM,
+                                     kinds=(*KINDS, *CONTROLLER_KINDS)))
+    for name in ("stop_controller", "restart_controller", "isolate_controller"):
+        assert getattr(one, name) is None and getattr(three, name) is not None
+    with pytest.raises(ValueError, match="need a cluster of 3 controllers"):
+        search("kip966", max_examples=1, kinds=("controller", "isolate"))
 
 
 def test_the_search_finds_kafkas_elr_holding_replicas_a_shrink_removed() -> None:

@@ -349,6 +349,11 @@ class ModelCluster:
             self.active_controller = None
         elif self.active_controller not in in_touch:
             self.active_controller = min(in_touch)
+            if not self.profile.rules.failover_replays_elr:
+                # Mutation switch: a new active controller that rebuilds the partition without its ELR
+                # and LastKnownELR, against KIP-966: both are "stored in the metadata log" (its
+                # "Public Interfaces": PartitionRecord, PartitionChangeRecord), which it replays.
+                self.part.elr, self.part.last_known_elr = [], []
 
     def _controller_unreachable(self) -> bool:
         """The brokers cannot reach an active controller: it is cut from them. Others redirect a

@@ -47,6 +47,7 @@ MUTANTS: dict[str, Rules] = {
     "dir-assignment-empties-elr": Rules(dir_assignment_keeps_elr=False),
     "reassignment-completes-under-min-isr": Rules(reassignment_waits_for_min_isr=False),
     "reassignment-cancelled-under-min-isr": Rules(cancellation_waits_for_min_isr=False),
+    "failover-forgets-elr": Rules(failover_replays_elr=False),
 }
 
 BROKERS = (0, 1, 2)

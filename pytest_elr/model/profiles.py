@@ -64,6 +64,7 @@ class Rules:
     dir_assignment_keeps_elr: bool = True  # reassign_directory: a replica's new directory keeps the ELR
     reassignment_waits_for_min_isr: bool = True  # complete_reassignment: completed only at min ISR
     cancellation_waits_for_min_isr: bool = True  # cancel_reassignment: cancelled only at min ISR
+    failover_replays_elr: bool = True  # ModelCluster._elect_controller: a new active controller keeps the ELR
 
 
 @dataclass(frozen=True)

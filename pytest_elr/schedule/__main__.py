@@ -20,7 +20,7 @@ from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.export import scenario_yaml
 from pytest_elr.scenario.loader import parse_scenario
-from pytest_elr.schedule.search import BROKERS, MIN_ISR, search
+from pytest_elr.schedule.search import BROKERS, MIN_ISR, QUORUM, search
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,10 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=PROFILE_NAMES, default="legacy")
     parser.add_argument("--examples", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--controllers", type=int, choices=(1, QUORUM), default=1,
+                        help=f"KRaft controllers; with {QUORUM}, controller faults are drawn too (default: 1)")
     parser.add_argument("--out", type=Path, help="write the shrunk counterexample as a scenario")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    found = search(args.profile, max_examples=args.examples, steps=args.steps)
+    found = search(args.profile, max_examples=args.examples, steps=args.steps, controllers=args.controllers)
     elapsed = time.monotonic() - started
     if found is None:
         print(f"profile {args.profile}: no invariant broken in {args.examples} schedules ({elapsed:.1f}s)")
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     for v in violations:
         print(f"  {v}")
     if args.out:
-        args.out.write_text(counterexample_yaml(args.profile, actions, violations))
+        args.out.write_text(counterexample_yaml(args.profile, actions, violations, controllers=args.controllers))
         print(f"written to {args.out}")
     return 1
 
@@ -52,11 +54,11 @@ def _flow(items: list[dict[str, object]]) -> str:
     return "; ".join(yaml.safe_dump(item, default_flow_style=True).strip()[1:-1] for item in items)
 
 
-def counterexample_yaml(profile: str, actions: list[Action], violations: list[str]) -> str:
+def counterexample_yaml(profile: str, actions: list[Action], violations: list[str], controllers: int = 1) -> str:
     """The counterexample as a scenario that passes under pytest: every profile declares the loss
     the model gives it on this schedule (found where it was found, none or found elsewhere), and a
     profile the model cannot pass whatever the verdict is left out of ``profiles:``, saying why."""
-    cluster = ClusterSpec(brokers=BROKERS)
+    cluster = ClusterSpec(brokers=BROKERS, controllers=controllers)
     topic = TopicSpec(name="found", replicas=BROKERS, min_insync_replicas=MIN_ISR)
     name = f"found-{profile}-counterexample"
     # whole words: a description cut mid-word reads as a bug of its own

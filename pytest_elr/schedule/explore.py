@@ -63,7 +63,15 @@ from pytest_elr.scenario.export import expectation_of, scenario_yaml
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.schema import Scenario
 from pytest_elr.schedule.coverage import State, describe, state_of, states_of_events
-from pytest_elr.schedule.search import BROKERS, MIN_ISR, SearchConfig, machine_for, run_machine
+from pytest_elr.schedule.search import (
+    BROKERS,
+    MIN_ISR,
+    QUORUM,
+    SearchConfig,
+    default_kinds,
+    machine_for,
+    run_machine,
+)
 from pytest_elr.schedule.shrink import shrink
 from pytest_elr.sut.capacity import cluster_slots
 
@@ -167,13 +175,18 @@ def signature(result: RunResult) -> str:
 
 
 def schedules(profile: Profile, seed_value: int, steps: int, kinds: frozenset[str] | None,
-              brokers: tuple[int, ...] = BROKERS, min_isr: int = MIN_ISR) -> Iterator[list[Action]]:
+              brokers: tuple[int, ...] = BROKERS, min_isr: int = MIN_ISR,
+              controllers: int = 1) -> Iterator[list[Action]]:
     """Schedules the property search's machine draws, seed by seed: each with acks=all records at
-    stake and at least two kinds of fault, only ``kinds`` when given, each schedule once."""
+    stake and at least two kinds of fault, only ``kinds`` when given, each schedule once; on
+    ``controllers`` > 1, controller faults too."""
     seen: set[tuple[Action, ...]] = set()
     batch: list[list[Action]] = []
 
-    class Collect(machine_for(SearchConfig(profile=profile, brokers=brokers, min_isr=min_isr))):  # type: ignore[misc]
+    config = SearchConfig(profile=profile, brokers=brokers, min_isr=min_isr, controllers=controllers,
+                          kinds=default_kinds(controllers))
+
+    class Collect(machine_for(config)):  # type: ignore[misc]
         def teardown(self) -> None:
             actions = list(self.actions)
             used = {a.kind for a in actions}
@@ -521,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-mutant", default=None, metavar="ID",
                         help="plant this mutant of Kafka's code in every cluster (an id of `elr kafka-mutants list`): "
                              "hunt a mutant the suite does not kill, the model as the oracle")
+    parser.add_argument("--controllers", type=int, choices=(1, QUORUM), default=1,
+                        help=f"KRaft controllers of the cluster; with {QUORUM}, schedules stop, restart and isolate "
+                             "controllers too (default: 1)")
     parser.add_argument("--out", type=Path, default=Path(".elr-explore"))
     parser.add_argument("--parallel", type=parallel_count, default=None,
                         help="schedules at once, each on a session (cluster pool) of its own (default: the clusters "
@@ -564,7 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     # two log dirs a broker, so that a drawn move between them runs, and every schedule on one cluster shape
     explorer = Explorer(backend, args.kafka_version, args.profile, oracle, args.out,
-                        ClusterSpec(brokers=BROKERS, log_dirs=MoveLogDir.log_dirs_needed),
+                        ClusterSpec(brokers=BROKERS, log_dirs=MoveLogDir.log_dirs_needed,
+                                    controllers=args.controllers),
                         TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR),
                         confirm=args.confirm, shrink_replays=args.shrink_replays, mutant=args.mutant,
                         kafka_mutant=args.kafka_mutant)
@@ -573,7 +590,8 @@ def main(argv: list[str] | None = None) -> int:
           f"for {args.budget:.0f} s (seed {args.seed}, {parallel} at once)", flush=True)
     interrupted = False
     try:
-        explorer.explore(schedules(oracle, args.seed, args.steps, kinds), time.monotonic() + args.budget,
+        explorer.explore(schedules(oracle, args.seed, args.steps, kinds, controllers=args.controllers),
+                         time.monotonic() + args.budget,
                          parallel=parallel)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the clusters are gone; keep what was seen
         interrupted = True

@@ -33,23 +33,28 @@ from pytest_elr.actions import (
     Action,
     CancelReassignment,
     Crash,
+    CrashController,
     Cut,
     ElectLeaders,
     Flush,
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    IsolateController,
     MoveLogDir,
     Pause,
     PowerOff,
+    PowerOffController,
     Produce,
     Reassign,
     ReplaceDisk,
     Restart,
+    RestartController,
     Resume,
     SetClusterMinIsr,
     SetMinIsr,
     Shutdown,
+    ShutdownController,
     Slow,
     UncleanElection,
 )
@@ -69,17 +74,21 @@ VICTIMS = st.one_of(st.just("leader"), st.just("leader"), st.sampled_from(BROKER
 KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy", "restart",
          "pause", "flush", "min_isr", "unclean_election", "elect_leaders", "cluster_min_isr", "move",
          "reassign")
+#: kinds of rule drawn only on a cluster of several controllers (``SearchConfig.controllers``): a
+#: controller stopped (crash, clean shutdown, power cut), restarted, isolated. Kept apart from
+#: ``KINDS`` so a one-controller search draws what it drew before they existed, seed for seed.
+CONTROLLER_KINDS = ("controller",)
+#: the controllers of a cluster the controller kinds are drawn on (KIP-595: a majority of 3 survives one)
+QUORUM = 3
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
-    # Not yet (issue 27 item 2): a draw needs the machine's cluster, and ``elr explore``'s, to have 3
-    # controllers, which changes the shape every existing search and its Kafka replay run on.
-    "crash_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
-    "restart_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
-    "isolate_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
-    "shutdown_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
-    "power_off_controller": "the search's cluster has one controller (a 3-controller shape is the next piece)",
 }
+
+
+def default_kinds(controllers: int) -> tuple[str, ...]:
+    """Every kind of rule a cluster of ``controllers`` draws from."""
+    return KINDS + CONTROLLER_KINDS if controllers > 1 else KINDS
 
 
 def _enabled(kind: str):  # type: ignore[no-untyped-def]
@@ -97,8 +106,10 @@ class SearchConfig:
     profile: Profile
     brokers: tuple[int, ...] = BROKERS
     min_isr: int = MIN_ISR
-    #: the kinds of rule the swarm chooses from (default: all of ``KINDS``)
+    #: the kinds of rule the swarm chooses from
     kinds: tuple[str, ...] = KINDS
+    #: KRaft controllers of the searched cluster; the ``controller`` kind needs more than one
+    controllers: int = 1
 
 
 class InvariantBroken(AssertionError):
@@ -117,7 +128,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         cfg = self.config
-        self.model = ModelCluster(cfg.brokers, list(cfg.brokers), cfg.min_isr, cfg.profile)
+        self.model = ModelCluster(cfg.brokers, list(cfg.brokers), cfg.min_isr, cfg.profile,
+                                  controllers=cfg.controllers)
         self.actions: list[Action] = []
         self.enabled: frozenset[str] = frozenset(KINDS)
         type(self).last_actions = self.actions
@@ -306,6 +318,29 @@ class ProtocolMachine(RuleBasedStateMachine):
     def elect_preferred_leader(self) -> None:
         self._do(ElectLeaders(election="preferred"))
 
+    # --- the controller quorum (``controllers`` > 1 only) ----------------------------------------
+
+    @_enabled("controller")
+    @rule(victim=st.one_of(st.just("active"), st.integers(0, QUORUM - 1)),
+          how=st.sampled_from([CrashController, ShutdownController, PowerOffController]))
+    def stop_controller(self, victim: int | str, how: type[CrashController]) -> None:
+        """The active controller most often (where a failover is), any voter otherwise."""
+        if victim == "active" or victim in range(self.config.controllers):
+            self._do(how(controller=victim))
+
+    @_enabled("controller")
+    @rule(victim=st.one_of(st.just("all"), st.integers(0, QUORUM - 1)))
+    def restart_controller(self, victim: int | str) -> None:
+        if victim == "all" or victim in range(self.config.controllers):
+            self._do(RestartController(controller=victim))
+
+    @_enabled("controller")
+    @rule(victim=st.one_of(st.just("active"), st.integers(0, QUORUM - 1)),
+          scope=st.sampled_from(["brokers", "controllers", "all"]))
+    def isolate_controller(self, victim: int | str, scope: str) -> None:
+        if victim == "active" or victim in range(self.config.controllers):
+            self._do(IsolateController(controller=victim, scope=scope))  # type: ignore[arg-type]
+
     @precondition(lambda self: len(self.actions) > 0)
     @invariant()
     def protocol_invariants(self) -> None:
@@ -315,10 +350,10 @@ class ProtocolMachine(RuleBasedStateMachine):
             raise InvariantBroken("\n".join(str(v) for v in found))
 
 
-def violations_on(profile: Profile, actions: list[Action]) -> list[str]:
+def violations_on(profile: Profile, actions: list[Action], controllers: int = 1) -> list[str]:
     """The invariants ``actions`` break on a fresh model under ``profile`` (the machine's own
     check, after each action): a counterexample replayed on another profile or set of rules."""
-    model = ModelCluster(BROKERS, list(BROKERS), MIN_ISR, profile)
+    model = ModelCluster(BROKERS, list(BROKERS), MIN_ISR, profile, controllers=controllers)
     for action in actions:
         try:
             model.apply(action)
@@ -387,11 +422,13 @@ def search(
     max_examples: int = 300,
     steps: int = 25,
     rules: Rules | None = None,
-    kinds: tuple[str, ...] = KINDS,
+    kinds: tuple[str, ...] | None = None,
     shrink: bool = True,
+    controllers: int = 1,
 ) -> tuple[list[Action], list[str]] | None:
     """Explore random schedules; return the shrunk counterexample (actions, violations), if any
-    (``shrink=False``: the first one found, as drawn).
+    (``shrink=False``: the first one found, as drawn). ``kinds``: by default every kind a cluster of
+    ``controllers`` draws (``default_kinds``).
 
     Derandomized: the same arguments explore the same schedules, whatever else is imported
     (``run_machine``), so a result can be reproduced.
@@ -399,7 +436,13 @@ def search(
     prof = get_profile(profile) if isinstance(profile, str) else profile
     if rules is not None:
         prof = replace(prof, rules=rules)
-    machine = machine_for(SearchConfig(profile=prof, kinds=kinds))
+    cfg = SearchConfig(profile=prof, controllers=controllers,
+                       kinds=default_kinds(controllers) if kinds is None else kinds)
+    if controllers not in (1, QUORUM):
+        raise ValueError(f"controllers={controllers}: the search runs on 1 or {QUORUM} controllers")
+    if controllers == 1 and set(cfg.kinds) & set(CONTROLLER_KINDS):
+        raise ValueError(f"the kinds {CONTROLLER_KINDS} need a cluster of {QUORUM} controllers")
+    machine = machine_for(cfg)
     try:
         run_machine(machine, max_examples, steps, shrink=shrink)
     except InvariantBroken:
