@@ -377,3 +377,23 @@ def test_an_interrupt_of_a_parallel_exploration_closes_every_session_and_ends_ev
     assert len(opened) == 3 and all(s.closed.is_set() for s in opened)
     assert not [t for t in threading.enumerate() if t.name.startswith("explore")]  # every worker ended
     assert sum(ex.seen.counts.values()) == 0 and lines == []  # nothing recorded or said after the stop
+
+
+def test_on_three_controllers_the_schedules_fault_the_quorum_and_run_on_it(tmp_path: Path) -> None:
+    """``elr explore --controllers 3``: the schedules stop, restart and isolate controllers (a
+    one-controller exploration draws none), each is written to run on a quorum of three, and a
+    correct oracle agrees with the system on them."""
+    drawn = list(itertools.islice(schedules(get_profile("kafka"), 0, 8, None, controllers=3), 120))
+    assert {a.kind for s in drawn for a in s} >= {"crash_controller", "shutdown_controller", "power_off_controller",
+                                                   "restart_controller", "isolate_controller"}
+    one_controller = itertools.islice(schedules(get_profile("kafka"), 0, 8, None), 40)
+    assert not any(a.kind.endswith("_controller") for s in one_controller for a in s)
+    lines: list[str] = []
+    ex = Explorer(Fake, None, "kafka", get_profile("kafka"), tmp_path, ClusterSpec(brokers=(0, 1, 2), controllers=3),
+                  TOPIC, say=lines.append)
+    faulting = [s for s in drawn if any(a.kind.endswith("_controller") for a in s)][:6]
+    seen = ex.explore(iter(faulting), time.monotonic() + 120)
+    assert seen.counts["finding"] == 0 and seen.counts["agrees"] + seen.counts["documented"] >= 4, lines
+    assert {k for k in seen.kinds if k.endswith("_controller")}, seen.kinds
+    written = sorted((tmp_path / "schedules").glob("*.elr.yaml"))
+    assert written and all(load_scenario(path).cluster.controllers == 3 for path in written)
