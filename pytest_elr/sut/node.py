@@ -237,19 +237,39 @@ class KafkaNode:
         Docker's archive API would not see). A missing directory has none."""
         script = (f'for f in {directory}/*.log; do [ -f "$f" ] && echo "${{f##*/}}" && base64 -w0 "$f" && echo; '
                   'done; true')
-        lines = self.exec("sh", "-c", script)[1].splitlines()
-        return sorted((int(name.split(".")[0]), base64.b64decode(data))
+        lines = self._stdout_ascii(f"the segments of {directory}", "sh", "-c", script).splitlines()
+        return sorted((int(name.split(".")[0]), self._decoded(f"{directory}/{name}", data))
                       for name, data in zip(lines[::2], lines[1::2], strict=False))
+
+    def _stdout_ascii(self, what: str, *cmd: str) -> str:
+        """The standard output of ``cmd``, which prints base64: read apart from its standard error
+        (merged, a message beside the data corrupts it), and any failure -- an exit code, output
+        that is not ASCII -- a ``NodeCommandError`` naming ``what`` and the error output, which the
+        callers take as "not readable right now", never a crash of the run. Seen in a 3-controller
+        exploration under load: output that was not ASCII from an exec that exited 0."""
+        res = self.container.exec_run(list(cmd), demux=True)
+        out, err = res.output if isinstance(res.output, tuple) else (res.output, None)
+        message = (err or b"").decode(errors="replace").strip()[-500:]
+        if res.exit_code != 0:
+            raise NodeCommandError(f"{self.name}: cannot read {what}: exit {res.exit_code}: {message}")
+        try:
+            return (out or b"").decode("ascii")
+        except UnicodeDecodeError:
+            raise NodeCommandError(f"{self.name}: cannot read {what}: its output is not base64 "
+                                   f"({(out or b'')[:80]!r}...); error output: {message or 'none'}") from None
+
+    def _decoded(self, what: str, data: str) -> bytes:
+        try:
+            return base64.b64decode(data, validate=True)
+        except ValueError as exc:  # binascii.Error: a truncated or corrupted stream
+            raise NodeCommandError(f"{self.name}: cannot read {what}: {exc}") from None
 
     def read_file(self, path: str) -> bytes:
         """A file of the container's own filesystem, binary, through Docker's archive API; under
         the FUSE layer (which that API does not see: it reads the container's root filesystem, not
         its mounts) inside the container, base64-encoded as ``segment_files`` does."""
         if self.lazyfs:
-            code, out = self.exec("sh", "-c", 'base64 -w0 "$0"', path, check=False)
-            if code != 0:
-                raise NodeCommandError(f"{self.name}: cannot read {path}: {out.strip()}")
-            return base64.b64decode(out.strip())
+            return self._decoded(path, self._stdout_ascii(path, "sh", "-c", 'base64 -w0 "$0"', path).strip())
         stream, _ = self.container.get_archive(path)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.next()
