@@ -1,14 +1,17 @@
-"""Reading a node's files through the FUSE layer (``KafkaNode.read_file``, ``segment_files``): base64
-over ``docker exec``, where the standard error is read apart and a stream that is not base64 is a
-``NodeCommandError`` (a caller's "not readable right now"), never a crash of the run. Seen in a
-three-controller exploration under load: an exec that exited 0 with output that was not ASCII."""
+"""Reading a node's files (``KafkaNode.read_file``, ``segment_files``): copied inside the container
+(through the FUSE layer when there is one) to a fresh directory, then read through Docker's archive
+API, whose tar headers are checked; never through the exec streams, which under load came back cut
+short or out of frame. Any failure is a ``NodeCommandError`` (a caller's "not readable right now"),
+never a crash of the run."""
 
 from __future__ import annotations
 
-import base64
+import io
+import tarfile
 from dataclasses import dataclass
 from typing import Any
 
+import docker.errors
 import pytest
 
 from pytest_elr.sut.errors import NodeCommandError
@@ -18,48 +21,69 @@ from pytest_elr.sut.node import KafkaNode
 @dataclass
 class Answer:
     exit_code: int
-    output: Any
+    output: bytes
+
+
+def tar_of(files: dict[str, bytes], cut: int | None = None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"staging/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()[:cut]
 
 
 class FakeContainer:
-    def __init__(self, answer: Answer) -> None:
-        self.answer = answer
-        self.calls: list[dict[str, Any]] = []
+    """Runs nothing: every exec answers ``answer``; the archive of the staging directory is ``archive``."""
+
+    def __init__(self, answer: Answer, archive: bytes | Exception) -> None:
+        self.answer, self.archive = answer, archive
+        self.execs: list[list[str]] = []
 
     def exec_run(self, cmd: list[str], **kwargs: Any) -> Answer:
-        self.calls.append(kwargs)
-        return self.answer
+        self.execs.append(cmd)
+        return self.answer if cmd[0] == "sh" else Answer(0, b"")
+
+    def get_archive(self, path: str) -> tuple[list[bytes], dict[str, Any]]:
+        if isinstance(self.archive, Exception):
+            raise self.archive
+        return [self.archive[:7], self.archive[7:]], {}
 
 
-def node_answering(answer: Answer) -> KafkaNode:
+def node_with(container: FakeContainer, lazyfs: str | None = "fsyncdir") -> KafkaNode:
     node = KafkaNode.__new__(KafkaNode)  # the reads need only the container and the name
-    node.lazyfs = "fsyncdir"
+    node.lazyfs = lazyfs
     node.spec = type("Spec", (), {"name": "controller-1"})()
-    fake = FakeContainer(answer)
-    node._tc = type("Tc", (), {"get_wrapped_container": staticmethod(lambda: fake)})()
+    node._tc = type("Tc", (), {"get_wrapped_container": staticmethod(lambda: container)})()
     return node
 
 
-def test_a_file_is_read_from_the_standard_output_alone() -> None:
-    data = bytes(range(256))
-    node = node_answering(Answer(0, (base64.b64encode(data) + b"\n", b"a warning \xe2\x80\x98beside\xe2\x80\x99 it")))
-    assert node.read_file("/var/lib/kafka/meta/00000.log") == data
-    assert node.container.calls[0].get("demux") is True
+def test_a_file_under_the_fuse_layer_is_copied_out_read_whole_and_the_copy_removed() -> None:
+    data = bytes(range(256)) * 100
+    container = FakeContainer(Answer(0, b""), tar_of({"00000000000000000000.log": data}))
+    assert node_with(container).read_file("/var/lib/kafka/meta/00000000000000000000.log") == data
+    copy, remove = container.execs
+    staging = copy[3]
+    assert copy[:2] == ["sh", "-c"] and staging.startswith("/run/kafka/read-") and copy[4].endswith(".log")
+    assert remove == ["rm", "-rf", staging]
 
 
-@pytest.mark.parametrize(("answer", "says"), [
-    (Answer(0, (b"\xef\xbf\xbd\xef\xbf\xbdQUJD", None)), "its output is not base64"),
-    (Answer(0, (b"QUJD!!", b"")), "cannot read /f"),
-    (Answer(1, (b"", b"base64: /f: No such file or directory")), "exit 1: base64: /f: No such file"),
+def test_segments_are_read_by_base_offset() -> None:
+    segments = {"00000000000000000005.log": b"b", "00000000000000000000.log": b"a", "00000000000000000000.index": b"i"}
+    container = FakeContainer(Answer(0, b""), tar_of(segments))
+    assert node_with(container, lazyfs=None).segment_files("/d") == [(0, b"a"), (5, b"b")]
+
+
+@pytest.mark.parametrize(("container", "says"), [
+    (FakeContainer(Answer(1, b"cp: cannot stat '/f': No such file or directory"), b""), "exit 1: cp: cannot stat"),
+    (FakeContainer(Answer(0, b""), tar_of({"f": b"x" * 5000}, cut=700)), "cannot read /f: "),  # cut short
+    (FakeContainer(Answer(0, b""), b"\x49" * 1024), "cannot read /f: "),  # not a tar at all
+    (FakeContainer(Answer(0, b""), docker.errors.NotFound("no such path")), "no such path"),
+    (FakeContainer(Answer(0, b""), tar_of({})), "not a regular file"),
 ])
-def test_output_that_is_not_the_files_base64_is_a_node_command_error(answer: Answer, says: str) -> None:
+def test_a_read_that_fails_or_comes_back_damaged_is_a_node_command_error(container: FakeContainer, says: str) -> None:
     with pytest.raises(NodeCommandError, match=says) as raised:
-        node_answering(answer).read_file("/f")
+        node_with(container).read_file("/f")
     assert "controller-1" in str(raised.value)
-
-
-def test_segments_are_read_the_same_way() -> None:
-    listing = b"00000000000000000000.log\n" + base64.b64encode(b"batch") + b"\n"
-    assert node_answering(Answer(0, (listing, None))).segment_files("/d") == [(0, b"batch")]
-    with pytest.raises(NodeCommandError, match="the segments of /d"):
-        node_answering(Answer(0, (b"\xff" + listing, None))).segment_files("/d")
+    assert container.execs[-1][:2] == ["rm", "-rf"]  # the copy goes whatever happened
