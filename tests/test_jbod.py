@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_elr.actions import Action, Crash, Cut, Flush, HoldDirAssignments, MoveLogDir, PowerOff, Produce
-from pytest_elr.core.nodes import isolation_links
-from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.actions import Action, Cut, Flush, Heal, HoldDirAssignments, MoveLogDir, PowerOff, Produce
+from pytest_elr.core.nodes import CONTROLLER, isolation_links
+from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.mutants import MUTANTS
 from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.loader import load_scenario
@@ -67,16 +67,22 @@ def test_the_kip_has_no_directories_so_the_move_changes_no_record() -> None:
     assert (m.part.leader_epoch, m.part.partition_epoch, m.part.elr) == before
 
 
-def test_a_held_assignment_leaves_the_moved_replica_electable() -> None:
-    """Unlike a new disk, a live move leaves the old directory online: while the controller has
-    not heard of the move, the replica is still where it knows it, and the ELR member is elected."""
+@pytest.mark.parametrize("cut_off", [HoldDirAssignments(broker=2), Cut(links=((2, CONTROLLER),))])
+def test_a_move_whose_assignment_cannot_reach_the_controller_is_refused(cut_off: Action) -> None:
+    """Kafka promotes the moved copy only once the controller accepted the broker's
+    AssignReplicasToDirs (ReplicaAlterLogDirsThread.maybePromoteFutureReplica); on 4.4.0 a move with
+    the assignment held was still unpromoted 36 s later (``elr explore``). The model does not hold a
+    move waiting for its heal: it refuses it, naming why, rather than predict a move that has not
+    happened (which it did before: the held move landing at the heal)."""
     m = _under_min_isr("kafka")
-    m.apply(HoldDirAssignments(broker=2))
-    m.apply(MoveLogDir(broker=2))
-    epoch = m.part.partition_epoch
-    m.apply(Crash(broker=0))
-    assert (m.part.leader, m.part.isr) == (2, [2])
-    assert m.part.partition_epoch == epoch + 1  # the election only: the held move has not landed
+    m.apply(cut_off)
+    before = m.fork()
+    with pytest.raises(ModelError, match="cannot reach the controller.*not modelled"):
+        m.apply(MoveLogDir(broker=2))
+    assert (m.logs[2].flushed, m.dir_pending) == (before.logs[2].flushed, before.dir_pending)
+    m.apply(Heal(links=None))
+    m.apply(MoveLogDir(broker=2))  # healed: the move runs
+    assert 2 in m.dir_pending or m.part.partition_epoch > before.part.partition_epoch
 
 
 def test_the_jbod_scenario_alone_kills_the_mutant_that_empties_the_elr() -> None:

@@ -239,7 +239,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     def move_log_dir(self, victim: int | str, hold_assignment: bool) -> None:
         """A replica moved to another log dir while it serves (JBOD): its AssignReplicasToDirs is the
         partition change apache/kafka PR #20716 found emptying the ELR before 4.3.0, and the moved
-        copy is unsynced until flushed. Held (``hold`` enabled too), it lands at the heal."""
+        copy is unsynced until flushed. Held (``hold`` enabled too), the broker would wait for the
+        heal to promote the copy, which the model refuses (not modelled): the move is a no-op step."""
         b = self._target(victim)
         if b is not None and self._running(b) and not self.model.brokers[b].paused:
             if hold_assignment and "hold" in self.enabled:
