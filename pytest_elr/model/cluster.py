@@ -128,7 +128,7 @@ class ModelCluster:
         for i, assignment in enumerate([replicas, *more_partitions]):
             p = self.partitions[i] = ModelPartition(i, list(assignment))
             for b in self.brokers:
-                p.known_leader[b], p.known_leader_epoch[b] = p.part.leader, 1
+                p.heard[b] = (p.part.leader, 1)
         self.ctx = ControllerContext(
             profile=self.profile,
             min_isr=self.min_isr,
@@ -222,7 +222,8 @@ class ModelCluster:
         HWM (``controller.hwm_reevaluated``), with a committed ISR at min ISR
         (``controller.hwm_may_advance``)."""
         p = self.partitions[0] if p is None else p
-        if self._leads(p) is None:
+        leader = p.part.leader  # ``_leads``, inline: this is called in every leader round
+        if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return False
         return controller.hwm_reevaluated(p.hwm_waits_since is None) and \
             controller.hwm_may_advance(p.part.isr, self.eff_min_isr_of(p), self.profile.rules)
@@ -259,7 +260,7 @@ class ModelCluster:
             return set()
         end = p.logs[leader].leo
         return {f for f in p.replicas if f != leader and self.brokers[f].running
-                and self.brokers[f].registered and p.known_leader[f] == leader
+                and self.brokers[f].registered and p.heard[f][0] == leader
                 and self._round_trip(f, leader) and p.logs[f].leo == end}
 
     def maximal_isr(self, p: ModelPartition | None = None) -> list[int]:
@@ -399,7 +400,7 @@ class ModelCluster:
         ``replica.socket.timeout.ms`` 3 s, sut/config.py), so it gets no records but the leader
         learns its fetch offset."""
         b = self.brokers[follower]
-        return p.known_leader[follower] == leader and b.registered and follower not in self.fenced \
+        return p.heard[follower][0] == leader and b.registered and follower not in self.fenced \
             and self._round_trip(follower, leader, allow_slow=True) and not self._round_trip(follower, leader)
 
     def _may_be_late_in_sync(self, p: ModelPartition, follower: int, leader: int) -> bool:
@@ -921,7 +922,7 @@ class ModelCluster:
     def fingerprint(self) -> tuple[object, ...]:
         return (
             tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller,
-            *(self._partition_fingerprint(p) for p in self.partitions.values()),
+            tuple(map(self._partition_fingerprint, self.partitions.values())),
         )
 
     @staticmethod
@@ -931,7 +932,7 @@ class ModelCluster:
             r.leader, r.leader_epoch, r.partition_epoch, tuple(r.isr), tuple(r.elr),
             tuple(r.last_known_elr), p.pending_alter,
             tuple([(len(log.log), log.hwm) for log in p.logs.values()]),  # len: ``Replica.leo``, without the call
-            tuple(p.known_leader.values()), tuple(p.known_leader_epoch.values()),
+            tuple(p.heard.values()),
             tuple(sorted(p.follower_leo.items())), len(p.pending_produce),
             tuple(sorted(p.late_in_sync)), tuple(sorted(p.outrun)),
         )
@@ -1047,8 +1048,9 @@ class ModelCluster:
         fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
         for p in partitions:
             part = p.part
+            heard = (part.leader, part.leader_epoch)
             for b in fetching:
-                p.known_leader[b], p.known_leader_epoch[b] = part.leader, part.leader_epoch
+                p.heard[b] = heard
             eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
             if len(part.isr) >= eff_min_isr:
                 p.frozen_min_isr = eff_min_isr
@@ -1098,7 +1100,7 @@ class ModelCluster:
             if f == leader:
                 continue
             broker = self.brokers[f]
-            if p.known_leader[f] != leader or not broker.registered:
+            if p.heard[f][0] != leader or not broker.registered:
                 continue
             if not self._round_trip(f, leader):
                 continue
@@ -1119,8 +1121,8 @@ class ModelCluster:
 
     def _leader_round(self, p: ModelPartition) -> None:
         part = p.part
-        leader = self._leads(p)
-        if leader is None:
+        leader = part.leader
+        if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
         lead = p.logs[leader]
         p.outrun -= set(part.isr)
@@ -1146,7 +1148,7 @@ class ModelCluster:
             return
         can_fetch = {
             f for f in part.replicas
-            if f != leader and p.known_leader[f] == leader
+            if f != leader and p.heard[f][0] == leader
             and self.brokers[f].registered and self._round_trip(f, leader)
         }
         late = {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}

@@ -43,9 +43,8 @@ class ModelPartition:
     #: what the controller stores for the partition (its metadata log's committed state)
     part: PartitionRecord = field(init=False)
     logs: dict[int, Replica] = field(default_factory=dict)
-    #: per broker, the leader and leader epoch of this partition as it last heard from the controller
-    known_leader: dict[int, int | None] = field(default_factory=dict)
-    known_leader_epoch: dict[int, int] = field(default_factory=dict)
+    #: per broker, (leader, leader epoch) of this partition as it last heard from the controller
+    heard: dict[int, tuple[int | None, int]] = field(default_factory=dict)
     pending_alter: AlterPartition | None = None
     rejected_alter: AlterPartition | None = None
     rejected_view: tuple[frozenset[int], tuple[int, ...]] | None = None  # ``_brokers_view`` at the refusal
