@@ -3,7 +3,7 @@ every partition it touches in one step, each partition's change built on its own
 
 from __future__ import annotations
 
-from pytest_elr.actions import HoldHeartbeats, SetClusterMinIsr
+from pytest_elr.actions import Crash, HoldHeartbeats, Restart, SetClusterMinIsr
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile
@@ -57,3 +57,21 @@ def test_a_cluster_wide_min_isr_change_clears_the_elr_of_every_partition() -> No
     m.apply(SetClusterMinIsr(value=2))
     assert m.partitions[1].part.elr == [] and m.partitions[1].part.last_known_elr == []
     assert [record(m, i) for i in (0, 2)] == before
+
+
+def test_an_unclean_registration_changes_every_partition_the_broker_sits_in() -> None:
+    """KIP-966 "Controller behaviors" 4: "During the broker registration, if the broker had an
+    unclean shutdown, the controller will remove the broker from ISR and ELR" -- of every partition:
+    partition 1's ELR member 0 moves to its LastKnownELR ("Other behaviors" 6a), partition 0 (0 in
+    neither) keeps its record, and both count 0 as restarted uncleanly; partition 2 knows nothing of
+    it. Its heartbeats held, 0 registers but stays fenced, so no ISR takes it back."""
+    m = three_partitions("kip966")
+    m.apply(HoldHeartbeats(broker=0))
+    m.apply(Crash(broker=0))
+    before = [record(m, i) for i in range(3)]
+    assert before[1][3:] == ([1], [0], [])
+    m.apply(Restart(broker=0))
+    (_, le1, pe1, *_) = before[1]
+    assert record(m, 1) == (1, le1, pe1 + 1, [1], [], [0])
+    assert record(m, 0) == before[0] and record(m, 2) == before[2]
+    assert [0 in m.partitions[i].unclean_restarted for i in range(3)] == [True, True, False]
