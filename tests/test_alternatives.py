@@ -53,12 +53,13 @@ def model(profile: str = "kafka", brokers: tuple[int, ...] = BROKERS, min_isr: i
 
 def test_two_lagging_followers_give_three_histories_the_canonical_first() -> None:
     found = outcomes(model(), LEADER_SLOW)
-    left = [state for state, _ in found if not state.late_in_sync]
+    left = [state for state, _ in found if not state.partition.late_in_sync]
     assert [tuple(state.part.elr) for state in left] == [(1, 2), (2,), (1,)]
     assert all(tuple(state.part.isr) == (0,) for state in left)
     # the others have followers back at the frozen HWM (their late fetches), out of the ELR
     for state, _ in found:
-        assert set(state.part.isr) == {0} | state.late_in_sync and not set(state.part.elr) & state.late_in_sync
+        late = state.partition.late_in_sync
+        assert set(state.part.isr) == {0} | late and not set(state.part.elr) & late
     # and the crash of the leader then elects from each ELR
     states = Alternatives(left)
     states.apply(Crash(broker=0))
@@ -85,9 +86,9 @@ def test_four_lagging_followers_stay_within_the_bound() -> None:
     assert MAX_CONCURRENT_LEAVES == 4 and 1 < len(found) <= MAX_HISTORIES
     assert len({s.fingerprint() for s, _ in found}) == len(found)
     # min ISR 3 of 5: the first two to leave keep the ISR at min ISR; the later ones join the ELR
-    assert {len(s.part.elr) for s, _ in found if not s.late_in_sync} == {2, 3, 4}
+    assert {len(s.part.elr) for s, _ in found if not s.partition.late_in_sync} == {2, 3, 4}
     # slow followers back at the frozen HWM: none, each alone or all four (past MAX_LATE_SUBSETS)
-    assert {0, 1, 4} <= {len(s.late_in_sync) for s, _ in found}
+    assert {0, 1, 4} <= {len(s.partition.late_in_sync) for s, _ in found}
     states = Alternatives([model(brokers=brokers, min_isr=3)])
     states.apply(Slow(links=isolation_links(0, "brokers", brokers)))
     assert len(states.states) == MAX_STATES and states.states[0].fingerprint() == found[0][0].fingerprint()
@@ -214,10 +215,10 @@ def test_a_slow_follower_under_min_isr_may_be_back_in_the_isr() -> None:
     states.apply(SLOW_2)
     states.apply(Produce(count=3))
     [one] = states.states
-    assert one.part.isr == [0, 1] and 2 in one.outrun
+    assert one.part.isr == [0, 1] and 2 in one.partition.outrun
     states.apply(SLOW_1)
     out, back = states.states
-    assert (out.part.isr, back.part.isr) == ([0], [0, 1]) and back.late_in_sync == {1}
+    assert (out.part.isr, back.part.isr) == ([0], [0, 1]) and back.partition.late_in_sync == {1}
     assert back.part.partition_epoch == out.part.partition_epoch + 1  # it left, then came back
     states.apply(Crash(broker=0))
     assert sorted((s.part.leader or -1, tuple(s.part.isr)) for s in states.states) == [(-1, (0,)), (1, (1,))]

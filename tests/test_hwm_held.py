@@ -120,7 +120,7 @@ def test_a_state_that_stands_for_another_keeps_its_hwm_window() -> None:
     model.apply(Cut(links=isolation_links(2, "all", (0, 1, 2))))
     model.mark_hwm()
     frozen, twin = model.fork(), model.fork()
-    twin.hwm_window_open = True  # another history to the same state let the HWM advance
+    twin.partition.hwm_window_open = True  # another history to the same state let the HWM advance
     frozen.absorb_hwm_window(model.fork())
     assert frozen.hwm_frozen_since_mark()
     frozen.absorb_hwm_window(twin)

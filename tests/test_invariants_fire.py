@@ -94,7 +94,7 @@ def _no_stale_epoch_in_isr(mp: pytest.MonkeyPatch) -> Planted:
 
 def _unclean_exclusion(mp: pytest.MonkeyPatch) -> Planted:
     m = cluster()
-    m.unclean_restarted.add(1)  # ISR member 1 registered after an unclean shutdown
+    m.partition.unclean_restarted.add(1)  # ISR member 1 registered after an unclean shutdown
     return m, None
 
 
@@ -200,7 +200,7 @@ def _hwm_monotonic(mp: pytest.MonkeyPatch) -> Planted:
 
 def _no_acked_loss(mp: pytest.MonkeyPatch) -> Planted:
     m = cluster()
-    m.acked.append(Record("ghost", 1))  # acknowledged, in no log
+    m.partition.acked.append(Record("ghost", 1))  # acknowledged, in no log
     return m, None
 
 
@@ -211,7 +211,7 @@ def _last_known_elr_quorum(mp: pytest.MonkeyPatch) -> Planted:
     assert (m.part.isr, m.part.elr) == ([], [0, 2])
     # 2 registered uncleanly (the seeds' exception to ISR + ELR >= min ISR), and LastKnownELR lost it
     m.part.elr, m.part.last_known_elr = [], [0]
-    m.quorum_shrunk_by = "broker 2 registered after an unclean shutdown"
+    m.partition.quorum_shrunk_by = "broker 2 registered after an unclean shutdown"
     return m, None
 
 

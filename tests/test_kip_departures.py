@@ -21,7 +21,7 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 def _ctx(profile: str, isr_size_ok: bool) -> tuple[PartitionRecord, ControllerContext]:
     part = PartitionRecord(replicas=[0, 1, 2], leader=0, isr=[0, 1] if isr_size_ok else [0], elr=[2])
     ctx = ControllerContext(profile=get_profile(profile), min_isr=2, is_unfenced=lambda b: True,
-                            broker_epoch=lambda b: 1, log_info=lambda b: (0, 0))
+                            broker_epoch=lambda b: 1, log_info=lambda part, b: (0, 0))
     return part, ctx
 
 

@@ -84,8 +84,8 @@ def test_the_kafka_exemption_covers_removed_replicas_only() -> None:
 def _elected_leader_change(m: ModelCluster, admitted: frozenset[int]) -> None:
     """A change that elects broker 1 from outside the ISR [0] and ELR [] the step before saw."""
     before = PartitionView(0, 5, (0,), (), False)
-    m.changes.append((before, PartitionView(1, 6, (1,), (), False)))
-    m.admitted.append(admitted)
+    m.partition.changes.append((before, PartitionView(1, 6, (1,), (), False)))
+    m.partition.admitted.append(admitted)
 
 
 def test_a_member_admitted_by_the_same_change_may_be_elected() -> None:

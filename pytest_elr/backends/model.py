@@ -55,8 +55,11 @@ class ModelBackend(Backend):
 
     def unsynced_bytes(self) -> dict[int, int]:
         """Per broker, the records (the model has no bytes) a power off would lose right now."""
-        model = self._model()
-        return {b: log.leo - log.flushed for b, log in model.logs.items()}
+        unsynced: dict[int, int] = {}
+        for p in self._model().partitions.values():
+            for b, log in p.logs.items():
+                unsynced[b] = unsynced.get(b, 0) + log.leo - log.flushed
+        return unsynced
 
     def election_counts(self) -> dict[str, int]:
         return self._model().ctx.elections.as_dict()

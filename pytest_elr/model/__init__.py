@@ -1,4 +1,4 @@
-"""The reference model (the oracle): one partition under the controller's rules.
+"""The reference model (the oracle): a cluster and its partitions under the controller's rules.
 
 ``build_model`` is the one way to get an oracle for a scenario's cluster and topic; the model
 backend runs on it, and every other backend is held to one.

@@ -1,4 +1,5 @@
-"""An executable model of one partition on a cluster: brokers, logs, links, controller.
+"""An executable model of a cluster and its partitions: brokers, links, controllers, and one
+``ModelPartition`` (record, logs, leader state) per partition (``model/partition.py``).
 
 Time is abstract. Every action is followed by ``settle()``, which delivers messages and lets
 the controller and the leader react until nothing changes -- the state a real cluster reaches
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from functools import singledispatchmethod
 
 from pytest_elr.actions import (
@@ -50,9 +51,9 @@ from pytest_elr.core.nodes import CONTROLLER, Link, Node
 from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Refusal, Result
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
-from pytest_elr.model.ledger import LossLedger
+from pytest_elr.model.partition import ModelPartition, ProduceRequest, Send
 from pytest_elr.model.profiles import Profile
-from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, PartitionView, Record, Replica
+from pytest_elr.model.state import AlterPartition, Broker, PartitionRecord, Record, Replica
 from pytest_elr.model.timing import Timing
 
 MAX_SETTLE_ROUNDS = 200
@@ -63,32 +64,16 @@ class ModelError(Exception):
 
 
 @dataclass
-class Send:
-    """One record a client sent, as the history needs it."""
-
-    value: str
-    acks: str
-    offset: int | None = None
-    status: str = "pending"  # pending | ok | fail
-    error: str | None = None
-
-
-@dataclass
-class ProduceRequest:
-    first_offset: int
-    records: list[Record]
-    outcome: ProduceOutcome
-    sends: list[Send]
-
-
-@dataclass
 class ModelCluster:
     brokers_ids: tuple[int, ...]
-    replicas: list[int]
+    #: partition 0's replicas (the topic's assignment; ``more_partitions`` adds partitions)
+    replicas: InitVar[list[int]]
     min_isr: int
     profile: Profile
     brokers: dict[int, Broker] = field(default_factory=dict)
-    logs: dict[int, Replica] = field(default_factory=dict)
+    #: the topic's partitions by number, each under the controller's rules on its own
+    #: (``model/partition.py``); one, partition 0, unless ``more_partitions`` lists others
+    partitions: dict[int, ModelPartition] = field(default_factory=dict)
     fenced: set[int] = field(default_factory=set)
     cut: set[Link] = field(default_factory=set)
     slow: set[Link] = field(default_factory=set)
@@ -96,8 +81,10 @@ class ModelCluster:
     heartbeats_held: set[int] = field(default_factory=set)
     #: brokers whose AssignReplicasToDirs requests the controller does not get
     assignments_held: set[int] = field(default_factory=set)
-    #: brokers whose replica's AssignReplicasToDirs has not landed: the controller still has it in
-    #: the old directory -- offline after a new disk, online after a live move between log dirs
+    #: brokers whose replicas' AssignReplicasToDirs has not landed: the controller still has them in
+    #: the old directory -- offline after a new disk, online after a live move between log dirs.
+    #: Per broker (one log directory per broker in the model, and one request carries all of
+    #: its replicas): a landing moves every partition the broker holds a replica of.
     dir_pending: set[int] = field(default_factory=set)
     #: of ``dir_pending``, the brokers whose old directory is gone (a new disk): not electable
     dir_offline: set[int] = field(default_factory=set)
@@ -105,60 +92,9 @@ class ModelCluster:
     #: it left there at the action before this one: due now (``_assignment_lands_now``)
     dir_late: set[int] = field(default_factory=set)
     dir_due: set[int] = field(default_factory=set)
-    pending_alter: AlterPartition | None = None
-    rejected_alter: AlterPartition | None = None
-    rejected_view: tuple[frozenset[int], tuple[int, ...]] | None = None  # ``_brokers_view`` at the refusal
     protocol_errors: list[str] = field(default_factory=list)
     #: order in which brokers became unreachable: the controller fences them in that order
     down_order: list[int] = field(default_factory=list)
-    pending_produce: list[ProduceRequest] = field(default_factory=list)
-    acked: list[Record] = field(default_factory=list)  # acknowledged acks=all records
-    sends: list[Send] = field(default_factory=list)
-    committed: list[Record] = field(default_factory=list)  # every record ever below the HWM
-    follower_leo: dict[int, int] = field(default_factory=dict)  # the leader's view
-    follower_fetch_epoch: dict[int, int] = field(default_factory=dict)  # KIP-903
-    #: lossy shutdowns of replicas relied on that have not caught up since (model/ledger.py)
-    ledger: LossLedger = field(default_factory=LossLedger)
-    frozen_min_isr: int = 0  # min ISR in force when the ISR last fell below it
-    #: why ISR + ELR may be under min ISR since the ISR last met it (an ELR member's unclean
-    #: registration, a min ISR change that cleared the ELR), or None: the seeds' exceptions
-    quorum_shrunk_by: str | None = None
-    #: brokers that registered after an unclean shutdown and have not caught up since
-    unclean_restarted: set[int] = field(default_factory=set)
-    #: ISR members the controller accepted with a broker epoch older than their registration's
-    stale_in_isr: set[int] = field(default_factory=set)
-    #: partition epoch at a min ISR change whose HWM re-evaluation waits for the next event
-    #: (``controller.hwm_reevaluated``), or None
-    hwm_waits_since: int | None = None
-    #: whether the leader's HWM was allowed to advance (``hwm_may_advance_now``) in some leader
-    #: round since the executor last held the system's HWM to this state (``mark_hwm``): only
-    #: without such a window may the executor require the system's HWM to have stayed put
-    hwm_window_open: bool = True
-    #: this state's HWM when the executor last held the system's HWM to it (``mark_hwm``)
-    hwm_at_mark: int | None = None
-    #: this state's partition epoch when the executor last held the system's to it
-    partition_epoch_at_mark: int = 0
-    #: the partition's history the state alone does not show, for the invariants of that history
-    #: (``model/invariants.py``): each change of leader, ISR, ELR or RECOVERING as (before, after),
-    #: seen after every action and every controller round (no change is made elsewhere) ...
-    changes: list[tuple[PartitionView, PartitionView]] = field(default_factory=list)
-    #: ... beside each change, the members a leader's AlterPartition added to the ISR in it (caught
-    #: up, as the leader vouched: Kafka elects from that ISR when the same change moves the leader
-    #: away, a reassignment completing) ...
-    admitted: list[frozenset[int]] = field(default_factory=list)
-    #: ... each move of the leader's HWM (from, to, committed ISR size, effective min ISR) ...
-    hwm_moves: list[tuple[int, int, int, int]] = field(default_factory=list)
-    #: ... each replica the controller added to the ISR (broker, records it held below the
-    #: leader's HWM, the HWM) ...
-    isr_joins: list[tuple[int, int, int]] = field(default_factory=list)
-    #: ... and each acks=all request acknowledged (first value, replicas holding it, effective min ISR)
-    acks: list[tuple[str, int, int]] = field(default_factory=list)
-    #: slow followers whose late fetches the leader counts as in sync at this moment (a timing
-    #: choice per action, ``_choose_late_in_sync``; the canonical state has none)
-    late_in_sync: set[int] = field(default_factory=set)
-    #: followers out of the ISR while the HWM was free to move past their log end: records the
-    #: model does not see (the executor's acks=1 ticks) may be committed beyond them
-    outrun: set[int] = field(default_factory=set)
     #: where timing decides (``controller.lagging_leave``): None takes the canonical choice, a
     #: Timing replays and records choices (``model/alternatives.py``)
     timing: Timing | None = None
@@ -174,27 +110,25 @@ class ModelCluster:
     #: controllers; a controller's process and its isolation are independent (a restart keeps it)
     controllers_cut_from_brokers: set[int] = field(default_factory=set)
     controllers_cut_from_controllers: set[int] = field(default_factory=set)
+    #: the replicas of partitions 1, 2, ... in order (the scenario language names one partition:
+    #: only a model built in Python has more, until the language slice of issue 27)
+    more_partitions: InitVar[tuple[list[int], ...]] = ()
     _next_value: int = 0
-    _view_epoch: int = -1
     _next_epoch: int = 1
-    _seen: PartitionView = field(init=False)  # the partition as ``changes`` last saw it
-    _admitted_since_seen: set[int] = field(default_factory=set)
 
-    def __post_init__(self) -> None:
-        unknown = set(self.replicas) - set(self.brokers_ids)
-        if unknown:
-            raise ModelError(f"replicas {sorted(unknown)} are not brokers of the cluster")
+    def __post_init__(self, replicas: list[int], more_partitions: tuple[list[int], ...]) -> None:
+        for i, assignment in enumerate([replicas, *more_partitions]):
+            unknown = set(assignment) - set(self.brokers_ids)
+            if unknown:
+                raise ModelError(f"replicas {sorted(unknown)} are not brokers of the cluster")
+            if not assignment:
+                raise ModelError(f"partition {i} has no replica")
         for b in self.brokers_ids:
             self.brokers[b] = Broker(id=b, epoch=self._new_epoch())
-        for r in self.replicas:
-            self.logs[r] = Replica(broker=r)
-        self.part = PartitionRecord(
-            replicas=list(self.replicas), leader=self.replicas[0], isr=list(self.replicas)
-        )
-        self.part.leader_epoch = 1
-        for b in self.brokers.values():
-            b.known_leader, b.known_leader_epoch = self.part.leader, 1
-        self.frozen_min_isr = self.eff_min_isr
+        for i, assignment in enumerate([replicas, *more_partitions]):
+            p = self.partitions[i] = ModelPartition(i, list(assignment))
+            for b in self.brokers:
+                p.heard[b] = (p.part.leader, 1)
         self.ctx = ControllerContext(
             profile=self.profile,
             min_isr=self.min_isr,
@@ -203,7 +137,8 @@ class ModelCluster:
             log_info=self._log_info,
             has_online_dir=self._has_online_dir,
         )
-        self._seen = self.part.view()
+        for p in self.partitions.values():
+            p.frozen_min_isr = self.eff_min_isr_of(p)
         #: ``_round_trip``'s answers during one settle, else None (``settle``)
         self._trips: dict[tuple[Node, Node, bool], bool] | None = None
         self.settle()
@@ -218,8 +153,8 @@ class ModelCluster:
     def _has_online_dir(self, broker: int) -> bool:
         return broker not in self.dir_offline
 
-    def _log_info(self, broker: int) -> tuple[int, int]:
-        log = self.logs.get(broker)
+    def _log_info(self, part: PartitionRecord, broker: int) -> tuple[int, int]:
+        log = self.partitions[part.id].logs.get(broker)
         if log is None:  # a replica the change being built assigns (a reassignment's target): no log yet
             return -1, 0
         return log.last_epoch(), log.leo
@@ -228,76 +163,118 @@ class ModelCluster:
         """An independent copy (the profile shared: it is immutable)."""
         return copy.deepcopy(self, {id(self.profile): self.profile})
 
+    # --- the one-partition surface -----------------------------------------------------------
+    # The scenario language, the executor, the backends and the search speak of one partition
+    # (the topic's partition 0) until the language slice of issue 27 names partitions. These
+    # read-only properties keep their ~200 readers of ``m.part`` / ``m.logs`` (most in tests)
+    # as they were; what only a few callers read, they read as ``m.partition.X``.
+
+    @property
+    def partition(self) -> ModelPartition:
+        """Partition 0: the partition the one-partition surface (scenarios, observations) means."""
+        return self.partitions[0]
+
+    @property
+    def part(self) -> PartitionRecord:
+        return self.partitions[0].part
+
+    @property
+    def logs(self) -> dict[int, Replica]:
+        return self.partitions[0].logs
+
+    @property
+    def committed(self) -> list[Record]:
+        return self.partitions[0].committed
+
+    @property
+    def sends(self) -> list[Send]:
+        return self.partitions[0].sends
+
     # --- reading -----------------------------------------------------------------------------
+
+    def eff_min_isr_of(self, p: ModelPartition) -> int:
+        return effective_min_isr(self.min_isr, len(p.replicas), self.profile)
 
     @property
     def eff_min_isr(self) -> int:
-        return effective_min_isr(self.min_isr, len(self.replicas), self.profile)
+        return self.eff_min_isr_of(self.partitions[0])
 
-    @property
-    def seed_min_isr(self) -> int:
+    def seed_min_isr(self, p: ModelPartition) -> int:
         """The effective min ISR as the seeds define it, whatever the rule switches: KIP-966 "the
         effective min.insync.replicas will be min(min.insync.replicas, replication factor)"."""
-        return min(self.min_isr, len(self.replicas))
+        return min(self.min_isr, len(p.replicas))
 
     def leader_replica(self) -> Replica | None:
-        leader = self.part.leader
-        return self.logs[leader] if leader is not None else None
+        return self.partitions[0].leader_replica()
 
     def hwm(self) -> int | None:
-        leader = self.leader_replica()
-        return leader.hwm if leader is not None else None
+        return self.partitions[0].hwm()
 
-    def hwm_may_advance_now(self) -> bool:
+    def _leads(self, p: ModelPartition) -> int | None:
+        """``p``'s leader if it is live (unfenced, running), else None."""
+        leader = p.part.leader
+        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+            return None
+        return leader
+
+    def hwm_may_advance_now(self, p: ModelPartition | None = None) -> bool:
         """Whether the leader may advance its HWM in this state: a live leader, re-evaluating its
         HWM (``controller.hwm_reevaluated``), with a committed ISR at min ISR
         (``controller.hwm_may_advance``)."""
-        leader = self.part.leader
+        p = self.partitions[0] if p is None else p
+        leader = p.part.leader  # ``_leads``, inline: this is called in every leader round
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return False
-        return controller.hwm_reevaluated(self.hwm_waits_since is None) and \
-            controller.hwm_may_advance(self.part.isr, self.eff_min_isr, self.profile.rules)
+        return controller.hwm_reevaluated(p.hwm_waits_since is None) and \
+            controller.hwm_may_advance(p.part.isr, self.eff_min_isr_of(p), self.profile.rules)
 
     def mark_hwm(self) -> None:
         """The executor held the system's HWM to this state now: windows count from here, and
         this state's own moment counts as one if it lets the HWM advance."""
-        self.hwm_window_open = self.hwm_may_advance_now()
-        self.hwm_at_mark = self.hwm()
+        for p in self.partitions.values():
+            p.hwm_window_open = self.hwm_may_advance_now(p)
+            p.hwm_at_mark = p.hwm()
 
     def hwm_frozen_since_mark(self) -> bool:
         """The HWM cannot have moved since ``mark_hwm``: no state on the way (nor the marked one,
         nor this one) let it advance, and this state's own HWM did not go back (a loss: an unclean
         election, a truncated leader) -- KIP-966 "Additional High Watermark advancement
         requirement": "High Watermark can only advance if the ISR size is larger or equal to
-        min.insync.replicas"."""
-        return not self.hwm_window_open and not self.hwm_may_advance_now() and self.hwm() == self.hwm_at_mark
+        min.insync.replicas". Of partition 0, the one the executor observes."""
+        p = self.partitions[0]
+        return not p.hwm_window_open and not self.hwm_may_advance_now(p) and p.hwm() == p.hwm_at_mark
 
     def absorb_hwm_window(self, twin: ModelCluster) -> None:
         """This state stands for ``twin`` too (the same fingerprint, another history): what let
         either one's HWM move counts, so a freeze is never required where one history allowed it."""
-        if twin.hwm_window_open or twin.hwm_at_mark != self.hwm_at_mark:
-            self.hwm_window_open = True
+        for i, p in self.partitions.items():
+            other = twin.partitions[i]
+            if other.hwm_window_open or other.hwm_at_mark != p.hwm_at_mark:
+                p.hwm_window_open = True
 
     def caught_up_followers(self) -> set[int]:
-        """Followers that fetch from the leader over healthy links and hold its whole log."""
-        leader = self.part.leader
-        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+        """Followers that fetch from partition 0's leader over healthy links and hold its whole log."""
+        p = self.partitions[0]
+        leader = self._leads(p)
+        if leader is None:
             return set()
-        end = self.logs[leader].leo
-        return {f for f in self.replicas if f != leader and self.brokers[f].running
-                and self.brokers[f].registered and self.brokers[f].known_leader == leader
-                and self._round_trip(f, leader) and self.logs[f].leo == end}
+        end = p.logs[leader].leo
+        return {f for f in p.replicas if f != leader and self.brokers[f].running
+                and self.brokers[f].registered and p.heard[f][0] == leader
+                and self._round_trip(f, leader) and p.logs[f].leo == end}
 
-    def maximal_isr(self) -> list[int]:
+    def maximal_isr(self, p: ModelPartition | None = None) -> list[int]:
         """The committed ISR plus members the leader has asked to add (KIP-966; the HWM waits for
         them: ``controller.advance_hwm``, mutation switch ``Rules.hwm_waits_for_maximal_isr``)."""
-        isr = list(self.part.isr)
-        if self.pending_alter is not None and self.profile.rules.hwm_waits_for_maximal_isr:
-            isr += [b for b in self.pending_alter.isr if b not in isr]
+        p = self.partitions[0] if p is None else p
+        isr = list(p.part.isr)
+        if p.pending_alter is not None and self.profile.rules.hwm_waits_for_maximal_isr:
+            isr += [b for b in p.pending_alter.isr if b not in isr]
         return isr
 
     def observe(self) -> Observation:
-        part = self.part
+        p = self.partitions[0]
+        part = p.part
         return Observation(
             leader=part.leader,
             leader_epoch=part.leader_epoch,
@@ -305,10 +282,10 @@ class ModelCluster:
             elr=tuple(part.elr),
             last_known_elr=tuple(part.last_known_elr),
             fenced=tuple(sorted(self.fenced)),
-            hwm=self.hwm(),
-            leo={r: self.logs[r].leo for r in self.replicas},
+            hwm=p.hwm(),
+            leo={r: p.logs[r].leo for r in p.replicas},
             recovering=part.recovering,
-            held=self.held_alter(),
+            held=self.held_alter(p),
             partition_epoch=part.partition_epoch,
             replicas=tuple(part.replicas),
             adding=tuple(sorted(part.adding)),
@@ -316,9 +293,9 @@ class ModelCluster:
             active_controller=self.active_controller,
         )
 
-    def held_alter(self) -> tuple[int, ...]:
+    def held_alter(self, p: ModelPartition) -> tuple[int, ...]:
         """The leader, when its AlterPartition waits on a slow (held) link to the controller."""
-        req = self.pending_alter
+        req = p.pending_alter
         if req is None or (req.leader, CONTROLLER) not in self.slow:
             return ()
         return (req.leader,) if self._reachable(req.leader, CONTROLLER) else ()
@@ -330,7 +307,6 @@ class ModelCluster:
         written. Measured on Kafka 4.4.0 with 3 controllers (tests/sut/test_controller_faults.py):
         one crashed, another is active within seconds."""
         return 2 * len(self._voters_in_touch()) > self.controllers
-
     def _voters_in_touch(self) -> set[int]:
         """The running controllers that can reach each other: an isolated one (``isolate_controller``
         from the controllers) is a group of one, the rest one group -- KIP-595's majority must be
@@ -372,29 +348,25 @@ class ModelCluster:
             raise ModelError(f"controller {target} is not in the cluster ({self.controllers} controllers)")
         return target
 
-    def trusted(self) -> set[int]:
-        """Replicas the protocol relies on as complete, or may still elect: leader, ISR, ELR and
-        LastKnownELR."""
-        trusted = set(self.part.isr) | set(self.part.elr) | set(self.part.last_known_elr)
-        if self.part.leader is not None:
-            trusted.add(self.part.leader)
-        return trusted
-
     def within_tolerance(self) -> bool:
-        """At most min ISR - 1 lossy shutdowns of relied-on replicas that have not caught up, and
-        no unclean election chosen by the operator (``unclean.leader.election.enable``)."""
-        return self.ledger.within(self.frozen_min_isr) and not self.ctx.chosen_unclean_elections
+        """At most min ISR - 1 lossy shutdowns of relied-on replicas that have not caught up (in
+        every partition), and no unclean election chosen by the operator
+        (``unclean.leader.election.enable``)."""
+        return all(p.ledger.within(p.frozen_min_isr) for p in self.partitions.values()) \
+            and not self.ctx.chosen_unclean_elections
 
     def hwm_covers_committed(self) -> bool:
-        """The leader's HWM still covers every record that was ever below a HWM: the model lost
-        nothing committed (Kafka's rules can lose it within the tolerance: the ``kafka`` profile's
-        election of a lossy last leader)."""
-        leader, n = self.leader_replica(), len(self.committed)
-        return leader is not None and leader.hwm >= n and leader.log[:n] == self.committed
+        """Partition 0's leader's HWM still covers every record that was ever below a HWM: the
+        model lost nothing committed (Kafka's rules can lose it within the tolerance: the ``kafka``
+        profile's election of a lossy last leader)."""
+        p = self.partitions[0]
+        leader, n = p.leader_replica(), len(p.committed)
+        return leader is not None and leader.hwm >= n and leader.log[:n] == p.committed
 
     def ledger_allows(self, broker: int) -> bool:
-        """Whether a lossy shutdown of ``broker`` now keeps the run within the tolerance."""
-        return self.ledger.within(self.frozen_min_isr, {broker} & self.trusted())
+        """Whether a lossy shutdown of ``broker`` now keeps the run within the tolerance (of every
+        partition)."""
+        return all(p.ledger.within(p.frozen_min_isr, {broker} & p.trusted()) for p in self.partitions.values())
 
     def drain(self) -> list[ConsumedRecord]:
         leader = self.leader_replica()
@@ -427,16 +399,16 @@ class ModelCluster:
             trips[(a, b, allow_slow)] = ok
         return ok
 
-    def _fetches_late(self, follower: int, leader: int) -> bool:
+    def _fetches_late(self, p: ModelPartition, follower: int, leader: int) -> bool:
         """``follower`` fetches from ``leader`` over a slow link, not a cut: its fetch requests
         arrive (late), the answers come after its fetch timeout (``slow``'s 5 s against
         ``replica.socket.timeout.ms`` 3 s, sut/config.py), so it gets no records but the leader
         learns its fetch offset."""
         b = self.brokers[follower]
-        return b.known_leader == leader and b.registered and follower not in self.fenced \
+        return p.heard[follower][0] == leader and b.registered and follower not in self.fenced \
             and self._round_trip(follower, leader, allow_slow=True) and not self._round_trip(follower, leader)
 
-    def _may_be_late_in_sync(self, follower: int, leader: int) -> bool:
+    def _may_be_late_in_sync(self, p: ModelPartition, follower: int, leader: int) -> bool:
         """Whether the leader may count ``follower``'s late fetches as in sync now.
 
         Kafka's leader adds a follower to the ISR on a fetch at or past its HWM and its epoch's
@@ -449,40 +421,43 @@ class ModelCluster:
         or equal to min.insync.replicas": so when it left under min ISR -- then lags out again.
         Measured on Kafka 4.4.0 (docs/model.md, "Timing: a slow follower at the frozen HWM"): ISR
         [1] and [1, 2] in turn every ~5 s while 2 was slow, 3 (passed by the HWM) never back."""
-        if follower == leader or follower not in self.part.replicas or not self.brokers[follower].running \
-                or not self._fetches_late(follower, leader):
+        if follower == leader or follower not in p.part.replicas or not self.brokers[follower].running \
+                or not self._fetches_late(p, follower, leader):
             return False
-        lead, log = self.logs[leader], self.logs[follower]
+        lead, log = p.logs[leader], p.logs[follower]
         if _common_prefix(log.log, lead.log) < log.leo:
             return False  # diverged: the leader's answer (truncate) never reaches it
-        epoch_start = next((i for i, r in enumerate(lead.log) if r.epoch >= self.part.leader_epoch), lead.leo)
+        epoch_start = next((i for i, r in enumerate(lead.log) if r.epoch >= p.part.leader_epoch), lead.leo)
         if log.leo < lead.hwm or log.leo < epoch_start:
             return False
-        if follower in self.late_in_sync:
+        if follower in p.late_in_sync:
             return True  # in the ISR by its late fetches: it may still be within the lag time
-        return follower not in self.part.isr and follower not in self.outrun
+        return follower not in p.part.isr and follower not in p.outrun
 
-    def late_in_sync_candidates(self) -> list[int]:
+    def late_in_sync_candidates(self, p: ModelPartition | None = None) -> list[int]:
         """The slow followers the leader may count as in sync now (``_may_be_late_in_sync``): each
         is taken back and dropped in turn on a real cluster, an ISR change each time."""
-        leader = self.part.leader
-        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+        p = self.partitions[0] if p is None else p
+        leader = self._leads(p)
+        if leader is None:
             return []
-        return [f for f in sorted(self.late_in_sync | (set(self.part.replicas) - set(self.part.isr)))
-                if self._may_be_late_in_sync(f, leader)]
+        return [f for f in sorted(p.late_in_sync | (set(p.part.replicas) - set(p.part.isr)))
+                if self._may_be_late_in_sync(p, f, leader)]
 
     def _choose_late_in_sync(self) -> bool:
         """Timing: which slow followers the leader counts as in sync at the moment the action's
         state is seen -- each may be in or out, as a Kafka leader takes it back at the frozen HWM
         and drops it for lagging in turn (``_may_be_late_in_sync``). Canonical: none (a slow
-        follower is out, what the scenarios mean). Returns whether the set changed."""
-        chosen: frozenset[int] = frozenset()
-        if self.timing is not None:
-            chosen = self.timing.choose(late_in_sync_options(self.late_in_sync_candidates()))
-        for f in chosen:
-            self.follower_leo.setdefault(f, self.logs[f].leo)  # its late fetch told the leader
-        changed = chosen != self.late_in_sync
-        self.late_in_sync = set(chosen)
+        follower is out, what the scenarios mean). Returns whether the set changed (in a partition)."""
+        changed = False
+        for p in self.partitions.values():
+            chosen: frozenset[int] = frozenset()
+            if self.timing is not None:
+                chosen = self.timing.choose(late_in_sync_options(self.late_in_sync_candidates(p)))
+            for f in chosen:
+                p.follower_leo.setdefault(f, p.logs[f].leo)  # its late fetch told the leader
+            changed |= chosen != p.late_in_sync
+            p.late_in_sync = set(chosen)
         return changed
 
     # --- actions -----------------------------------------------------------------------------
@@ -492,12 +467,14 @@ class ModelCluster:
         # An assignment timing left for this action lands in it (``_assignment_lands_now``).
         self.dir_due, self.dir_late = self.dir_late & self.dir_pending, set()
         result = ModelCluster.__dict__["_do"].dispatcher.dispatch(action.__class__)(self, action)
-        self._note_change()
+        for p in self.partitions.values():
+            p.note_change()
         self.settle()
         if self._choose_late_in_sync():
             self.settle()
         if isinstance(result, ProduceOutcome):
-            self._finish_produce()
+            for p in self.partitions.values():
+                self._finish_produce(p)
         return result
 
     @classmethod
@@ -598,15 +575,16 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Flush) -> Result:
-        log = self.logs.get(action.broker)
-        if log is not None:
-            log.flushed = log.leo
+        for p in self.partitions.values():
+            log = p.logs.get(action.broker)
+            if log is not None:
+                log.flushed = log.leo
         return None
 
     @_do.register
     def _(self, action: MoveLogDir) -> Result:
         self._running(action.broker)
-        log = self.logs.get(action.broker)
+        log = self.partition.logs.get(action.broker)  # the action names no partition: partition 0's
         if log is None:
             raise ModelError(f"broker {action.broker} holds no replica of the partition to move")
         if self.profile.directory_ids and (action.broker in self.assignments_held
@@ -703,64 +681,73 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: SetMinIsr) -> Result:
-        self.min_isr = action.value
-        had = set(self.part.elr)
-        controller.change_min_isr(self.part, action.value, self.ctx)
-        if self.profile.hwm_waits_for_an_event:
-            self.hwm_waits_since = self.part.partition_epoch
-        if had - set(self.part.elr):
-            self.quorum_shrunk_by = f"min ISR set to {action.value} cleared the ELR"
+        # The topic's config changes once; each of its partitions builds its change against the
+        # value the topic had (``change_min_isr`` compares and then stores it in the context).
+        was, self.min_isr = self.min_isr, action.value
+        for p in self.partitions.values():
+            self.ctx.min_isr = was
+            had = set(p.part.elr)
+            controller.change_min_isr(p.part, action.value, self.ctx)
+            if self.profile.hwm_waits_for_an_event:
+                p.hwm_waits_since = p.part.partition_epoch
+            if had - set(p.part.elr):
+                p.quorum_shrunk_by = f"min ISR set to {action.value} cleared the ELR"
         return None
 
     @_do.register
     def _(self, action: SetClusterMinIsr) -> Result:
-        had = set(self.part.elr)
-        controller.change_cluster_min_isr(self.part, action.value, self.ctx)
-        if had - set(self.part.elr):
-            self.quorum_shrunk_by = f"cluster-wide min ISR set to {action.value} cleared the ELR"
+        for p in self.partitions.values():
+            had = set(p.part.elr)
+            controller.change_cluster_min_isr(p.part, action.value, self.ctx)
+            if had - set(p.part.elr):
+                p.quorum_shrunk_by = f"cluster-wide min ISR set to {action.value} cleared the ELR"
         return None
 
     @_do.register
     def _(self, action: UncleanElection) -> Result:
-        controller.set_unclean_election(self.part, action.enabled, self.ctx)
+        for p in self.partitions.values():  # the topic's config: every partition of it
+            controller.set_unclean_election(p.part, action.enabled, self.ctx)
         return None
 
     @_do.register
     def _(self, action: ElectLeaders) -> Result:
-        controller.elect_preferred_leader(self.part, self.ctx)
+        for p in self.partitions.values():  # the runbook's ElectLeaders names the topic's partitions
+            controller.elect_preferred_leader(p.part, self.ctx)
         return None
 
     @_do.register
     def _(self, action: Reassign) -> Result:
         # Kafka answers UNKNOWN_SERVER_ERROR: its election asks the directory of a replica in the
         # ELR but not assigned (docs/model.md, "Reassignment and a stale ELR"); nothing changes.
-        if controller.reassignment_refused(self.part, list(action.replicas), self.ctx) is not None:
+        p = self.partition  # the action names no partition: partition 0's
+        if controller.reassignment_refused(p.part, list(action.replicas), self.ctx) is not None:
             return Refusal(action.kind, "UNKNOWN_SERVER_ERROR")
-        controller.start_reassignment(self.part, list(action.replicas), self.ctx)
-        self._follow_assignment()
+        controller.start_reassignment(p.part, list(action.replicas), self.ctx)
+        self._follow_assignment(p)
         return None
 
     @_do.register
     def _(self, action: CancelReassignment) -> Result:
-        error = controller.cancel_reassignment(self.part, self.ctx)
+        p = self.partition  # the action names no partition: partition 0's
+        error = controller.cancel_reassignment(p.part, self.ctx)
         if error == "NO_REASSIGNMENT_IN_PROGRESS":
             raise ModelError("cancel_reassignment: no reassignment is under way (NO_REASSIGNMENT_IN_PROGRESS)")
         if error == "INVALID_REPLICA_ASSIGNMENT":  # Kafka's revert would be an unclean election
             return Refusal(action.kind, error)
-        self._follow_assignment()
+        self._follow_assignment(p)
         return None
 
     @_do.register
     def _(self, action: Wait) -> Result:
         return None  # the model has no clock: its timeouts fire in every settle
 
-    def _follow_assignment(self) -> None:
+    def _follow_assignment(self, p: ModelPartition) -> None:
         """The brokers hold the replicas the controller assigns: a broker newly assigned starts an
         empty log (a removed replica's log is deleted, so one added again starts over too)."""
-        for b in self.part.replicas:
-            if b not in self.replicas:
-                self.logs[b] = Replica(broker=b)
-        self.replicas = list(self.part.replicas)
+        for b in p.part.replicas:
+            if b not in p.replicas:
+                p.logs[b] = Replica(broker=b)
+        p.replicas = list(p.part.replicas)
 
     def _running(self, broker: int) -> Broker:
         b = self.brokers[broker]
@@ -780,46 +767,59 @@ class ModelCluster:
 
     def _stop(self, broker: int, clean: bool, lossy: bool = False) -> None:
         b = self._running(broker)
-        if not clean:
-            self.ledger.shutdown(broker, lossy, self.trusted(), self.profile.tolerance_counts_crashes,
-                                 self.profile.rules.crash_is_lossless)
-        log = self.logs.get(broker)
-        if clean:
-            if log is not None:
+        for p in self.partitions.values():
+            if not clean:
+                p.ledger.shutdown(broker, lossy, p.trusted(), self.profile.tolerance_counts_crashes,
+                                  self.profile.rules.crash_is_lossless)
+            log = p.logs.get(broker)
+            if clean and log is not None:
                 log.flushed = log.leo
+        if clean:
             b.clean_marker = b.epoch
-            # Controlled shutdown: the controller moves leadership and ISR away first.
+            # Controlled shutdown: the controller moves leadership and ISR away first, in every
+            # partition the broker touches.
             if self._reachable(broker, CONTROLLER) and broker not in self.fenced and self.has_quorum():
                 self.fenced.add(broker)
-                controller.fence(self.part, broker, self.ctx)
+                for p in self.partitions.values():
+                    controller.fence(p.part, broker, self.ctx)
         else:
             b.clean_marker = None
         b.running, b.paused = False, False
         self._note_down_broker(broker)
 
     def _power_off(self, broker: int) -> LossEvidence:
+        """Every partition's replica on ``broker`` loses what it had not flushed; the evidence is
+        partition 0's (what the one-partition surface reports)."""
         self._stop(broker, clean=False, lossy=True)
-        log = self.logs.get(broker)
-        if log is None:
-            return LossEvidence(broker, 0, 0)
-        before = log.leo
-        del log.log[log.flushed :]
-        log.hwm = min(log.hwm, log.leo)
-        return LossEvidence(broker, before, log.leo)
+        evidence = LossEvidence(broker, 0, 0)
+        for p in self.partitions.values():
+            log = p.logs.get(broker)
+            if log is None:
+                continue
+            before = log.leo
+            del log.log[log.flushed :]
+            log.hwm = min(log.hwm, log.leo)
+            if p.id == 0:
+                evidence = LossEvidence(broker, before, log.leo)
+        return evidence
 
     def _replace_disk(self, broker: int) -> LossEvidence:
         b = self.brokers[broker]
         if b.running:
             self._stop(broker, clean=False, lossy=True)
         else:
-            self.ledger.shutdown(broker, True, self.trusted())
+            for p in self.partitions.values():
+                p.ledger.shutdown(broker, True, p.trusted())
         b.clean_marker = None
         b.new_disk = True
-        log = self.logs.get(broker)
-        before = log.leo if log is not None else 0
-        if log is not None:
-            log.log.clear()
-            log.flushed = log.hwm = 0
+        before = 0
+        for p in self.partitions.values():
+            log = p.logs.get(broker)
+            if log is not None:
+                if p.id == 0:
+                    before = log.leo
+                log.log.clear()
+                log.flushed = log.hwm = 0
         self.settle()  # the controller notices the broker went away before it comes back
         self._start(broker)
         return LossEvidence(broker, before, 0)
@@ -841,29 +841,30 @@ class ModelCluster:
         outcome = ProduceOutcome(acks=action.acks, sent=action.count)
         values = [f"v{self._next_value + i}" for i in range(action.count)]
         self._next_value += action.count
+        p = self.partition  # the action names no partition: partition 0
         sends = [Send(v, action.acks) for v in values]
-        self.sends += sends
-        leader = self.part.leader
+        p.sends += sends
+        leader = p.part.leader
         error: str | None
         if leader is None or not self.brokers[leader].running or leader in self.fenced:
             error = "NOT_LEADER_OR_FOLLOWER"
         else:
-            error = controller.produce_rejection(action.acks, self.part.isr, self.eff_min_isr, self.profile.rules)
+            error = controller.produce_rejection(action.acks, p.part.isr, self.eff_min_isr_of(p), self.profile.rules)
         if error is not None:
             outcome.failed[error] = action.count
             for send in sends:
                 send.status, send.error = "fail", error
             return outcome
         assert leader is not None
-        log = self.logs[leader]
-        records = [Record(v, self.part.leader_epoch, action.acks) for v in values]
+        log = p.logs[leader]
+        records = [Record(v, p.part.leader_epoch, action.acks) for v in values]
         first = log.leo
         log.log.extend(records)
-        self.hwm_waits_since = None  # an append: the leader evaluates its HWM again
+        p.hwm_waits_since = None  # an append: the leader evaluates its HWM again
         for i, send in enumerate(sends):
             send.offset = first + i
         if action.acks == "all":
-            self.pending_produce.append(ProduceRequest(first, records, outcome, sends))
+            p.pending_produce.append(ProduceRequest(first, records, outcome, sends))
             outcome.pending = action.count
         else:
             # acks=1 is acknowledged at the leader's append; acks=0 is never answered.
@@ -872,26 +873,28 @@ class ModelCluster:
                 send.status = "ok" if action.acks == "1" else "sent"
         return outcome
 
-    def _finish_produce(self) -> None:
+    def _finish_produce(self, p: ModelPartition) -> None:
         """Complete acks=all requests the way Kafka's delayed produce does."""
-        leader = self.leader_replica()
+        if not p.pending_produce:
+            return
+        leader = p.leader_replica()
         still: list[ProduceRequest] = []
-        for req in self.pending_produce:
+        for req in p.pending_produce:
             end = req.first_offset + len(req.records)
             kept = leader is not None and leader.log[req.first_offset : end] == req.records
             if not kept:
                 self._complete(req, "NOT_LEADER_OR_FOLLOWER")
             elif leader is not None and leader.hwm >= end:
-                if len(self.part.isr) < self.eff_min_isr:
+                if len(p.part.isr) < self.eff_min_isr_of(p):
                     self._complete(req, "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
                 else:
                     self._complete(req, None)
-                    self.acked.extend(req.records)
-                    holders = sum(self.logs[r].log[req.first_offset : end] == req.records for r in self.replicas)
-                    self.acks.append((req.records[0].value, holders, self.seed_min_isr))
+                    p.acked.extend(req.records)
+                    holders = sum(p.logs[r].log[req.first_offset : end] == req.records for r in p.replicas)
+                    p.acks.append((req.records[0].value, holders, self.seed_min_isr(p)))
             else:
                 still.append(req)
-        self.pending_produce = still
+        p.pending_produce = still
 
     @staticmethod
     def _complete(req: ProduceRequest, error: str | None) -> None:
@@ -914,13 +917,15 @@ class ModelCluster:
             before = self.fingerprint()  # a round's end state is the next one's start
             for _ in range(MAX_SETTLE_ROUNDS):
                 self._controller_round()
-                self._note_change()
-                self._replication_round()
-                leader, hwm = self.part.leader, self.hwm()
-                self._leader_round()
-                if leader is not None and self.part.leader == leader and (self.hwm() or 0) > (hwm or 0):
-                    self.hwm_moves.append((hwm or 0, self.hwm() or 0, len(self.part.isr), self.seed_min_isr))
-                self._finish_produce()
+                for p in self.partitions.values():
+                    p.note_change()
+                for p in self.partitions.values():
+                    self._replication_round(p)
+                    leader, hwm = p.part.leader, p.hwm()
+                    self._leader_round(p)
+                    if leader is not None and p.part.leader == leader and (p.hwm() or 0) > (hwm or 0):
+                        p.hwm_moves.append((hwm or 0, p.hwm() or 0, len(p.part.isr), self.seed_min_isr(p)))
+                    self._finish_produce(p)
                 after = self.fingerprint()
                 if after == before:
                     return
@@ -929,23 +934,22 @@ class ModelCluster:
         finally:
             self._trips = None
 
-    def _note_change(self) -> None:
-        now = self.part.view()
-        if now != self._seen:
-            self.changes.append((self._seen, now))
-            self.admitted.append(frozenset(self._admitted_since_seen))
-            self._seen = now
-        self._admitted_since_seen.clear()
-
     def fingerprint(self) -> tuple[object, ...]:
-        p = self.part
         return (
-            p.leader, p.leader_epoch, p.partition_epoch, tuple(p.isr), tuple(p.elr),
-            tuple(p.last_known_elr), tuple(sorted(self.fenced)), self.pending_alter,
-            tuple([(len(r.log), r.hwm) for r in self.logs.values()]),  # len: ``Replica.leo``, without the call
-            tuple([(b.registered, b.known_leader, b.known_leader_epoch) for b in self.brokers.values()]),
-            tuple(sorted(self.follower_leo.items())), len(self.pending_produce),
-            self.active_controller, tuple(sorted(self.late_in_sync)), tuple(sorted(self.outrun)),
+            tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller,
+            tuple(map(self._partition_fingerprint, self.partitions.values())),
+        )
+
+    @staticmethod
+    def _partition_fingerprint(p: ModelPartition) -> tuple[object, ...]:
+        r = p.part
+        return (
+            r.leader, r.leader_epoch, r.partition_epoch, tuple(r.isr), tuple(r.elr),
+            tuple(r.last_known_elr), p.pending_alter,
+            tuple([(len(log.log), log.hwm) for log in p.logs.values()]),  # len: ``Replica.leo``, without the call
+            tuple(p.heard.values()),
+            tuple(sorted(p.follower_leo.items())), len(p.pending_produce),
+            tuple(sorted(p.late_in_sync)), tuple(sorted(p.outrun)),
         )
 
     def _unfences_now(self, b: int) -> bool:
@@ -980,26 +984,31 @@ class ModelCluster:
         change covers only leaderless partitions (``partitionsWithNoLeader``): with a leader, the
         order changes nothing. The canonical order is the brokers' ids."""
         first = pending[0]
-        if self.timing is None or self.part.leader is not None or not self._unfences_now(first):
+        if self.timing is None or all(p.part.leader is not None for p in self.partitions.values()) \
+                or not self._unfences_now(first):
             return first
         others = [b for b in pending[1:] if self._unfences_now(b)]
         return self.timing.choose([first, *others]) if others else first
 
     def _controller_round(self) -> None:
-        ctx, part = self.ctx, self.part
+        ctx, partitions = self.ctx, list(self.partitions.values())
         if not self.has_quorum():
             # No active controller (KIP-595: a leader needs a majority's votes): no session
             # expires, no broker registers or is unfenced, no AlterPartition is answered and no
             # metadata reaches a broker until a majority runs again. The brokers keep the last
             # metadata they fetched; the leader keeps serving with the ISR it has.
             return
+        # A broker event changes every partition it touches in one step, each partition's change
+        # built on its own (Kafka's ReplicationControlManager builds one PartitionChangeBuilder per
+        # partition of the broker, and writes their records in one batch).
         # 1. Sessions that expired, in the order the brokers went away.
         order = self.down_order + [b for b in self.brokers_ids if b not in self.down_order]
         for b in order:
             heartbeats = self._round_trip(b, CONTROLLER, allow_slow=True) and b not in self.heartbeats_held
             if b not in self.fenced and not heartbeats:
                 self.fenced.add(b)
-                controller.fence(part, b, ctx)
+                for p in partitions:
+                    controller.fence(p.part, b, ctx)
         # 2. Registrations of restarted brokers, then unfencing of those that can heartbeat.
         pending = list(self.brokers_ids)
         while pending:
@@ -1013,91 +1022,104 @@ class ModelCluster:
                 broker.epoch = self._new_epoch()
                 broker.registered = True
                 broker.clean_marker = None  # removed once the log manager is up
-                if not clean and (b in part.replicas or b in part.elr):
-                    self.unclean_restarted.add(b)
-                    if b in part.elr or b in part.isr:
-                        self.quorum_shrunk_by = f"broker {b} registered after an unclean shutdown"
-                    controller.register_unclean(part, b, ctx)
-                if broker.new_disk and b in part.replicas and self.profile.directory_ids:
+                for p in partitions:
+                    part = p.part
+                    if not clean and (b in part.replicas or b in part.elr):
+                        p.unclean_restarted.add(b)
+                        if b in part.elr or b in part.isr:
+                            p.quorum_shrunk_by = f"broker {b} registered after an unclean shutdown"
+                        controller.register_unclean(part, b, ctx)
+                if broker.new_disk and self.profile.directory_ids and any(b in p.part.replicas for p in partitions):
                     self.dir_pending.add(b)
                     self.dir_offline.add(b)
                 broker.new_disk = False
-            # The replica's directory assignment, unless held (it lands once healed). A hold longer
+            # The replicas' directory assignment, unless held (it lands once healed). A hold longer
             # than the broker's request timeout (30 s) leaves resent copies that land right after
             # the first: timing decides whether one comes (``controller.assignment_resent``).
             if b in self.dir_pending and b not in self.assignments_held and self._assignment_lands_now(b):
                 self.dir_pending.discard(b)
                 self.dir_offline.discard(b)
-                controller.reassign_directory(part, self.ctx)
+                moved = [p for p in partitions if b in p.logs]
+                for p in moved:
+                    controller.reassign_directory(p.part, ctx)
                 if self.timing is not None and self.timing.choose((False, True)):
-                    controller.assignment_resent(part, ctx)
+                    for p in moved:
+                        controller.assignment_resent(p.part, ctx)
             # KIP-966 "Delivery plan": elect the LastKnownLeader "once it is unfenced"; a broker
             # is unfenced on a heartbeat that shows it caught up, so a held heartbeat keeps it out.
             if b in self.fenced and b not in self.heartbeats_held:
                 self.fenced.discard(b)
                 if b in self.down_order:
                     self.down_order.remove(b)
-                controller.unfence(part, ctx)
-        # 3. The leader's AlterPartition, unless its link to the controller holds it back.
-        req = self.pending_alter
-        if req is not None:
-            if self.part.leader != req.leader or not self.brokers[req.leader].running:
-                self.pending_alter = None
-            elif self._reachable(req.leader, CONTROLLER) and (req.leader, CONTROLLER) not in self.slow:
-                self.pending_alter = None
-                before = set(part.isr)
-                error = controller.alter_partition(part, req, ctx)
-                if error is not None:
-                    self.protocol_errors.append(error)
-                    self.rejected_alter, self.rejected_view = req, self._brokers_view()
-                else:
-                    joined = {b for b, _ in req.new_isr if b not in before}
-                    self._admitted_since_seen |= joined
-                    self.unclean_restarted -= joined  # caught up: the leader let it in
-                    lead = self.logs[req.leader]
-                    self.isr_joins += [(b, _common_prefix(self.logs[b].log, lead.log, lead.hwm), lead.hwm)
-                                       for b in sorted(joined)]
-                    self.stale_in_isr |= {b for b, epoch in req.new_isr
-                                          if b in joined and epoch != self.brokers[b].epoch}
-        self._follow_assignment()
+                for p in partitions:
+                    controller.unfence(p.part, ctx)
+        for p in partitions:
+            self._answer_alter_partition(p)
+            self._follow_assignment(p)
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
         # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
         # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
         # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
-        for b in self.brokers_ids:
-            broker = self.brokers[b]
-            if self._round_trip(b, CONTROLLER, allow_slow=True):
-                broker.known_leader, broker.known_leader_epoch = part.leader, part.leader_epoch
-        eff_min_isr = self.eff_min_isr  # the assignment is followed: fixed for the rest of the round
-        if len(part.isr) >= eff_min_isr:
-            self.frozen_min_isr = eff_min_isr
-            self.quorum_shrunk_by = None
-        if part.recovering and part.leader is not None:
-            self.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
-        self.stale_in_isr &= set(part.isr)
-        leader = part.leader
-        live = leader is not None and leader not in self.fenced and self.brokers[leader].running
-        self.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+        fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
+        for p in partitions:
+            part = p.part
+            heard = (part.leader, part.leader_epoch)
+            for b in fetching:
+                p.heard[b] = heard
+            eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
+            if len(part.isr) >= eff_min_isr:
+                p.frozen_min_isr = eff_min_isr
+                p.quorum_shrunk_by = None
+            if part.recovering and part.leader is not None:
+                p.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
+            p.stale_in_isr &= set(part.isr)
+            leader = part.leader
+            live = leader is not None and leader not in self.fenced and self.brokers[leader].running
+            p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
 
-    def _replication_round(self) -> None:
-        leader = self.part.leader
+    def _answer_alter_partition(self, p: ModelPartition) -> None:
+        """3. The leader's AlterPartition, unless its link to the controller holds it back."""
+        req, part = p.pending_alter, p.part
+        if req is None:
+            return
+        if part.leader != req.leader or not self.brokers[req.leader].running:
+            p.pending_alter = None
+        elif self._reachable(req.leader, CONTROLLER) and (req.leader, CONTROLLER) not in self.slow:
+            p.pending_alter = None
+            before = set(part.isr)
+            error = controller.alter_partition(part, req, self.ctx)
+            if error is not None:
+                self.protocol_errors.append(error)
+                p.rejected_alter, p.rejected_view = req, self._brokers_view()
+            else:
+                joined = {b for b, _ in req.new_isr if b not in before}
+                p._admitted_since_seen |= joined
+                p.unclean_restarted -= joined  # caught up: the leader let it in
+                lead = p.logs[req.leader]
+                p.isr_joins += [(b, _common_prefix(p.logs[b].log, lead.log, lead.hwm), lead.hwm)
+                                for b in sorted(joined)]
+                p.stale_in_isr |= {b for b, epoch in req.new_isr
+                                   if b in joined and epoch != self.brokers[b].epoch}
+
+    def _replication_round(self, p: ModelPartition) -> None:
+        leader = p.part.leader
         if leader is None or leader in self.fenced:
             return
-        if self._view_epoch != self.part.leader_epoch:
+        if p._view_epoch != p.part.leader_epoch:
             # A new leader knows nothing of its followers until they fetch from it.
-            self._view_epoch = self.part.leader_epoch
-            self.follower_leo.clear()
-            self.follower_fetch_epoch.clear()
-        lead = self.logs[leader]
-        for f in self.replicas:
+            p._view_epoch = p.part.leader_epoch
+            p.follower_leo.clear()
+            p.follower_fetch_epoch.clear()
+        lead = p.logs[leader]
+        for f in p.replicas:
             if f == leader:
                 continue
             broker = self.brokers[f]
-            if broker.known_leader != leader or not broker.registered:
+            if p.heard[f][0] != leader or not broker.registered:
                 continue
             if not self._round_trip(f, leader):
                 continue
-            follower = self.logs[f]
+            follower = p.logs[f]
             end = follower.leo  # kept as the log changes below (at most the leader's: a prefix of its log)
             common = _common_prefix(follower.log, lead.log)
             if common < end:
@@ -1105,45 +1127,46 @@ class ModelCluster:
                 follower.flushed = min(follower.flushed, common)
                 end = common
             if end < lead.leo:
-                self.hwm_waits_since = None  # a fetch that moves a follower's log end
+                p.hwm_waits_since = None  # a fetch that moves a follower's log end
                 follower.log.extend(lead.log[end:])
                 end = lead.leo
             follower.hwm = min(lead.hwm, end)
-            self.follower_leo[f] = end
-            self.follower_fetch_epoch[f] = broker.epoch
+            p.follower_leo[f] = end
+            p.follower_fetch_epoch[f] = broker.epoch
 
-    def _leader_round(self) -> None:
-        part, leader = self.part, self.part.leader
+    def _leader_round(self, p: ModelPartition) -> None:
+        part = p.part
+        leader = part.leader
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
-        lead = self.logs[leader]
-        self.outrun -= set(part.isr)
-        if self.hwm_waits_since is not None and part.partition_epoch != self.hwm_waits_since:
-            self.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
-        ends = [lead.leo if b == leader else self.follower_leo.get(b, 0) for b in self.maximal_isr()]
-        if self.hwm_may_advance_now():
-            self.hwm_window_open = True
+        lead = p.logs[leader]
+        p.outrun -= set(part.isr)
+        if p.hwm_waits_since is not None and part.partition_epoch != p.hwm_waits_since:
+            p.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
+        ends = [lead.leo if b == leader else p.follower_leo.get(b, 0) for b in self.maximal_isr(p)]
+        if self.hwm_may_advance_now(p):
+            p.hwm_window_open = True
             # The HWM may pass, by records the model does not see, every follower out of the ISR
             # below the least log end of the members that get no records (late fetchers).
-            late_ends = [self.follower_leo.get(b, 0) for b in part.isr if b in self.late_in_sync]
-            self.outrun |= {f for f in part.replicas if f not in part.isr
-                            and (not late_ends or self.logs[f].leo < min(late_ends))}
+            late_ends = [p.follower_leo.get(b, 0) for b in part.isr if b in p.late_in_sync]
+            p.outrun |= {f for f in part.replicas if f not in part.isr
+                         and (not late_ends or p.logs[f].leo < min(late_ends))}
             new_hwm = controller.advance_hwm(lead.hwm, ends)
             if new_hwm > lead.hwm:
                 lead.hwm = new_hwm
-                self._extend_committed(lead)
-        elif controller.hwm_may_advance(part.isr, self.eff_min_isr, self.profile.rules) and \
+                self._extend_committed(p, lead)
+        elif controller.hwm_may_advance(part.isr, self.eff_min_isr_of(p), self.profile.rules) and \
                 controller.advance_hwm(lead.hwm, ends) > lead.hwm:
             self.ctx.depart("hwm_reevaluated")  # waiting for an event where the KIP would let it move
         # ISR changes: one AlterPartition in flight at a time.
-        if self.pending_alter is not None:
+        if p.pending_alter is not None:
             return
         can_fetch = {
             f for f in part.replicas
-            if f != leader and self.brokers[f].known_leader == leader
+            if f != leader and p.heard[f][0] == leader
             and self.brokers[f].registered and self._round_trip(f, leader)
         }
-        late = {f for f in self.late_in_sync if f in part.replicas and self._fetches_late(f, leader)}
+        late = {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}
         can_fetch |= late
         shrunk = [b for b in part.isr if b == leader or b in can_fetch]
         lagging = [b for b in part.isr if b not in shrunk]
@@ -1156,8 +1179,8 @@ class ModelCluster:
         # elr explore: a broker whose heartbeats were held caught up and stayed out).
         caught_up = [
             f for f in sorted(can_fetch)
-            if f not in part.isr and f not in self.fenced and self.follower_leo.get(f, 0) >= lead.hwm
-            and (self.follower_leo.get(f, 0) >= lead.leo or f in late)  # late: isFollowerInSync, HWM only
+            if f not in part.isr and f not in self.fenced and p.follower_leo.get(f, 0) >= lead.hwm
+            and (p.follower_leo.get(f, 0) >= lead.leo or f in late)  # late: isFollowerInSync, HWM only
         ]
         if shrunk != part.isr:
             proposed = shrunk
@@ -1172,12 +1195,12 @@ class ModelCluster:
             leader_epoch=part.leader_epoch,
             partition_epoch=part.partition_epoch,
             new_isr=tuple(
-                (b, self.follower_fetch_epoch.get(b, self.brokers[b].epoch)) for b in proposed
+                (b, p.follower_fetch_epoch.get(b, self.brokers[b].epoch)) for b in proposed
             ),
         )
-        if req == self.rejected_alter and self._brokers_view() == self.rejected_view:
+        if req == p.rejected_alter and self._brokers_view() == p.rejected_view:
             return  # the same request was refused; wait until something changes
-        self.pending_alter = req
+        p.pending_alter = req
 
     def _brokers_view(self) -> tuple[frozenset[int], tuple[int, ...]]:
         """What the controller checks an AlterPartition's members against: who is fenced, and
@@ -1185,10 +1208,11 @@ class ModelCluster:
         once this changes (the member unfenced, say) the same request may be accepted."""
         return frozenset(self.fenced), tuple(self.brokers[b].epoch for b in self.brokers_ids)
 
-    def _extend_committed(self, lead: Replica) -> None:
-        n = len(self.committed)
-        if lead.hwm > n and _common_prefix(self.committed, lead.log) == n:
-            self.committed.extend(lead.log[n : lead.hwm])
+    @staticmethod
+    def _extend_committed(p: ModelPartition, lead: Replica) -> None:
+        n = len(p.committed)
+        if lead.hwm > n and _common_prefix(p.committed, lead.log) == n:
+            p.committed.extend(lead.log[n : lead.hwm])
 
 
 #: up to this many slow followers that may be back, every subset of them is a choice; past it, none,

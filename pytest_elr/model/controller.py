@@ -38,14 +38,16 @@ R = TypeVar("R")
 
 @dataclass
 class ControllerContext:
-    """What the controller knows besides the partition record."""
+    """What the controller knows besides the partition records: one for the cluster, whatever
+    the number of partitions (each rule takes the partition it builds for)."""
 
     profile: Profile
     min_isr: int  # as configured
     is_unfenced: Callable[[int], bool]
     broker_epoch: Callable[[int], int]
-    #: (last leader epoch in the log, log end offset) of a live replica, for unclean recovery
-    log_info: Callable[[int], tuple[int, int]]
+    #: (last leader epoch in the log, log end offset) of a live replica of the partition, for
+    #: unclean recovery
+    log_info: Callable[[PartitionRecord, int], tuple[int, int]]
     #: whether the controller has the broker's replica in a directory that is online (KIP-858:
     #: Kafka elects no replica in a directory it does not know online; ``directory_online``)
     has_online_dir: Callable[[int], bool] = lambda broker: True
@@ -897,7 +899,7 @@ def unclean_recovery(part: PartitionRecord, ctx: ControllerContext) -> int | Non
             live = list(part.last_known_elr)
     if not live:
         return None
-    return max(live, key=lambda b: (*ctx.log_info(b), -part.replicas.index(b)))
+    return max(live, key=lambda b: (*ctx.log_info(part, b), -part.replicas.index(b)))
 
 
 # --- 4. the leader's rules on the controller's ISR -------------------------------------------

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.partition import ModelPartition
 from pytest_elr.model.profiles import LastKnown
 
 #: the invariants about data: bounded by the loss ledger (checked only ``within_tolerance``), so a
@@ -71,13 +72,24 @@ def within_tolerance(m: ModelCluster) -> bool:
 
 
 def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
+    """Every invariant in every partition. ``last_hwm`` is partition 0's HWM as last seen (what the
+    one-partition callers pass: its committed length); another partition's HWM is held to its own
+    committed length."""
     found: list[Violation] = []
-    part = m.part
+    for p in m.partitions.values():
+        found += _check_partition(m, p, last_hwm if p.id == 0 else len(p.committed))
+    return found
+
+
+def _check_partition(m: ModelCluster, p: ModelPartition, last_hwm: int | None) -> list[Violation]:
+    found: list[Violation] = []
+    part = p.part
     state = (
-        f"leader={part.leader} isr={part.isr} elr={part.elr} "
+        (f"partition={p.id} " if len(m.partitions) > 1 else "")
+        + f"leader={part.leader} isr={part.isr} elr={part.elr} "
         f"last_known_elr={part.last_known_elr} fenced={sorted(m.fenced)} "
-        f"leo={ {r: m.logs[r].leo for r in m.replicas} } hwm={m.hwm()} "
-        f"committed={len(m.committed)}"
+        f"leo={ {r: p.logs[r].leo for r in p.replicas} } hwm={p.hwm()} "
+        f"committed={len(p.committed)}"
     )
 
     def fail(name: str, why: str) -> None:
@@ -93,23 +105,23 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     # declared departure (``keep_elr_within_replicas``): only there are they left out of the count;
     # under the KIP the ELR holds none (KIP-966 "Other behaviors" 4).
     counted = set(part.elr) & set(part.replicas) if m.profile.reassignment_by_target_isr else set(part.elr)
-    if m.profile.elr and len(part.isr) >= m.eff_min_isr and counted:
-        fail("elr_empty_at_min_isr", f"ISR has {len(part.isr)} >= min ISR {m.eff_min_isr}")
+    if m.profile.elr and len(part.isr) >= m.eff_min_isr_of(p) and counted:
+        fail("elr_empty_at_min_isr", f"ISR has {len(part.isr)} >= min ISR {m.eff_min_isr_of(p)}")
     if not m.profile.elr and part.elr:
         fail("no_elr_without_feature", "ELR is not empty with the feature off")
     # KIP-966 "Eligible Leader Replicas": "ELR + ISR size will not be dropped below the min ISR
     # unless the controller discovers an ELR member has an unclean shutdown." (Or, on Kafka, a min
     # ISR change cleared the ELR: ``quorum_shrunk_by``.)
     quorum = set(part.isr) | set(part.elr)
-    if m.profile.elr and m.quorum_shrunk_by is None and not part.recovering and len(quorum) < m.frozen_min_isr:
-        fail("isr_plus_elr_at_min_isr", f"ISR + ELR = {sorted(quorum)} < min ISR {m.frozen_min_isr}")
+    if m.profile.elr and p.quorum_shrunk_by is None and not part.recovering and len(quorum) < p.frozen_min_isr:
+        fail("isr_plus_elr_at_min_isr", f"ISR + ELR = {sorted(quorum)} < min ISR {p.frozen_min_isr}")
     # KIP-966 "Controller behaviors" 3 / "Unclean recovery" 3b: only an unfenced replica leads.
     if part.leader is not None and part.leader in m.fenced:
         fail("leader_unfenced", f"leader {part.leader} is fenced")
     # KIP-903 "Proposed Design": "A replica with a stale broker epoch is not eligible to join the ISR".
-    if m.stale_in_isr:
-        fail("no_stale_epoch_in_isr", f"{sorted(m.stale_in_isr)} joined the ISR with a stale broker epoch")
-    for (before, after), admitted in zip(m.changes, m.admitted, strict=True):
+    if p.stale_in_isr:
+        fail("no_stale_epoch_in_isr", f"{sorted(p.stale_in_isr)} joined the ISR with a stale broker epoch")
+    for (before, after), admitted in zip(p.changes, p.admitted, strict=True):
         # KIP-966 ELR update rule 2: "b. add (the current ISR - the proposed ISR) to ELR" -- the
         # ELR's only source; rule 1 empties it at min ISR.
         joined = set(after.elr) - set(before.elr) - set(before.isr)
@@ -131,7 +143,7 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     # must be excluded from leadership, the ISR and ELR until it has provably caught-up to the
     # leader." (Pre-ELR Kafka does not have the property: it re-elects its last ISR member.)
     if m.profile.elr:
-        suspect = m.unclean_restarted & (quorum | ({part.leader} if part.leader is not None else set()))
+        suspect = p.unclean_restarted & (quorum | ({part.leader} if part.leader is not None else set()))
         if suspect:
             fail("unclean_exclusion", f"{sorted(suspect)} restarted uncleanly and is leader, ISR or ELR "
                                       "without having caught up")
@@ -156,53 +168,55 @@ def check(m: ModelCluster, last_hwm: int | None = None) -> list[Violation]:
     # KIP-966 "Additional High Watermark advancement requirement": "If maximal ISR > ISR, the message
     # should be replicated to the maximal ISR before covering the message under HWM" -- so a replica
     # the controller adds to the ISR already holds everything below the leader's HWM.
-    for broker, held, hwm in m.isr_joins:
+    for broker, held, hwm in p.isr_joins:
         if held < hwm:
             fail("isr_joins_hold_hwm", f"broker {broker} joined the ISR holding {held} of the {hwm} records "
                                        "below the HWM")
     # KIP-966 "Additional High Watermark advancement requirement": "High Watermark can only advance
     # if the ISR size is larger or equal to min.insync.replicas" (the ISR persisted by the controller).
-    for start, end, isr_size, min_isr in m.hwm_moves:
+    for start, end, isr_size, min_isr in p.hwm_moves:
         if isr_size < min_isr:
             fail("hwm_only_at_min_isr", f"HWM moved {start} -> {end} with an ISR of {isr_size} < min ISR {min_isr}")
     # KIP-966 "Additional High Watermark advancement requirement": "the server will reject the ack=all
     # requests due to not enough replicas to meet the min ISR"; "ISR invariants": "the leader will
     # commit to the request only when the message has been replicated to the entire ISR".
-    for value, holders, min_isr in m.acks:
+    for value, holders, min_isr in p.acks:
         if holders < min_isr:
             fail("acked_on_min_isr", f"acks=all record {value} acknowledged with {holders} < min ISR {min_isr} copies")
 
-    if not within_tolerance(m):
+    # The partition's own tolerance (an unclean election the operator chose, counted for the
+    # cluster, voids every partition's).
+    if not (p.ledger.within(p.frozen_min_isr) and not m.ctx.chosen_unclean_elections):
         return found
 
-    committed = m.committed
+    committed = p.committed
     n = len(committed)
-    leader = m.leader_replica()
+    leader = p.leader_replica()
     if leader is not None and part.leader not in m.fenced and leader.log[:n] != committed:
         fail("leader_completeness", f"leader {part.leader} lacks committed records below {n}")
     # A candidate that lost data is fenced until it re-registers (and is then dropped), so only
     # electable members must be complete.
     for b in sorted((set(part.isr) | set(part.elr)) - m.fenced):
-        if m.logs[b].log[:n] != committed:
+        if p.logs[b].log[:n] != committed:
             group = "ISR" if b in part.isr else "ELR"
             fail("candidates_hold_hwm", f"{group} member {b} lacks committed records below {n}")
-    for r in m.replicas:
-        log = m.logs[r]
+    for r in p.replicas:
+        log = p.logs[r]
         if log.log[: min(log.hwm, n)] != committed[: min(log.hwm, n)]:
             fail("log_matching", f"replica {r} disagrees with the committed log below its HWM")
-    hwm = m.hwm()
+    hwm = p.hwm()
     if last_hwm is not None and hwm is not None and part.leader not in m.fenced and hwm < last_hwm:
         fail("hwm_monotonic", f"HWM went back from {last_hwm} to {hwm}")
     if leader is not None and part.leader not in m.fenced:
         present = {r.value for r in leader.log}
-        missing = [r.value for r in m.acked if r.value not in present]
+        missing = [r.value for r in p.acked if r.value not in present]
         if missing:
             fail("no_acked_loss", f"acknowledged acks=all records gone: {missing[:5]}")
     if (
         m.profile.last_known is LastKnown.ELR_SET
         and not part.isr
         and not part.elr
-        and len(part.last_known_elr) < m.frozen_min_isr
+        and len(part.last_known_elr) < p.frozen_min_isr
     ):
-        fail("last_known_elr_quorum", f"|LastKnownELR| < min ISR {m.frozen_min_isr}")
+        fail("last_known_elr_quorum", f"|LastKnownELR| < min ISR {p.frozen_min_isr}")
     return found

@@ -89,7 +89,7 @@ def _fenced_last_known_leader(rules: Rules) -> bool:
     unfenced", so no leader yet."""
     part = PartitionRecord(replicas=[0, 1, 2], leader=None, last_known_elr=[0])
     ctx = ControllerContext(profile=replace_rules(get_profile("kafka"), rules), min_isr=2,
-                            is_unfenced=lambda b: b != 0, broker_epoch=lambda b: 1, log_info=lambda b: (0, 0))
+                            is_unfenced=lambda b: b != 0, broker_epoch=lambda b: 1, log_info=lambda part, b: (0, 0))
     maybe_elect(part, ctx)
     return part.leader is None
 
@@ -104,7 +104,7 @@ def _lagging_followers_leave_on_their_own(rules: Rules) -> bool:
     model = ModelCluster(BROKERS, list(BROKERS), 2, replace_rules(get_profile("kafka"), rules))
     model.apply(Produce(count=3))
     allowed = {tuple(state.part.elr) for state, _ in
-               outcomes(model, Slow(links=isolation_links(0, "brokers", BROKERS))) if not state.late_in_sync}
+               outcomes(model, Slow(links=isolation_links(0, "brokers", BROKERS))) if not state.partition.late_in_sync}
     return allowed == {(1, 2), (1,), (2,)}
 
 
@@ -145,7 +145,7 @@ def _hwm_waits_for_the_maximal_isr(rules: Rules) -> bool:
     message should be replicated to the maximal ISR before covering the message under HWM." The
     committed ISR [0] meets min ISR 1, but the HWM waits for 1, the pending member, at 5."""
     m = pending_member_cut_off(rules)
-    return m.part.isr == [0] and m.pending_alter is not None and m.hwm() == 5
+    return m.part.isr == [0] and m.partition.pending_alter is not None and m.hwm() == 5
 
 
 #: rule checks: name -> whether the rules give the seeds' answer

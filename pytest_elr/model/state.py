@@ -39,8 +39,6 @@ class Broker:
     epoch: int = 0  # broker epoch from the last registration
     clean_marker: int | None = None  # epoch written by a clean shutdown, else None
     new_disk: bool = False  # registers a log directory the controller has not seen
-    known_leader: int | None = None  # leadership as this broker last heard from the controller
-    known_leader_epoch: int = 0
 
 
 class PartitionView(NamedTuple):
@@ -69,6 +67,7 @@ class PartitionRecord:
     #: followed by the replicas being removed, as Kafka lists it)
     adding: list[int] = field(default_factory=list)
     removing: list[int] = field(default_factory=list)
+    id: int = 0  # the partition's number (Kafka's PartitionRecord.partitionId)
 
     @property
     def reassigning(self) -> bool:

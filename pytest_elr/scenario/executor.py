@@ -511,7 +511,7 @@ class Executor:
         does not follow (a follower behind a slow link leaves and rejoins the ISR several times:
         docs/model.md, "Epochs"), whether it writes one does not."""
         m = state.observe()
-        return replace(m, partition_epoch=int(state.part.partition_epoch != state.partition_epoch_at_mark))
+        return replace(m, partition_epoch=int(state.part.partition_epoch != state.partition.partition_epoch_at_mark))
 
     def _observed_moved(self, obs: Observation) -> Observation:
         """The observation with its partition epoch as whether it moved since the last settle."""
@@ -523,7 +523,7 @@ class Executor:
         assert self.alternatives is not None
         self._partition_epoch_mark = obs.partition_epoch
         for state in self.alternatives.states:
-            state.partition_epoch_at_mark = state.part.partition_epoch
+            state.partition.partition_epoch_at_mark = state.part.partition_epoch
 
     def _settle_like_model(self, action: Action, ctx: StepContext, oscillating: bool = False) -> None:
         """Hold the system to the model after an action that changes the cluster.
@@ -571,7 +571,7 @@ class Executor:
         # and-drop cycle, not where the cluster rests: a state without one is awaited first, for one
         # cycle (measured on 4.4.0 and 4.0.2: back 1.5-5 s after a drop, in for 0.4-1.5 s), and a moment
         # is kept only when nothing else fits by then (else a later step starts from it; CI: T2).
-        resting = [not state.late_in_sync for state in self.alternatives.states]
+        resting = [not state.partition.late_in_sync for state in self.alternatives.states]
         moments_from = time.monotonic() + LATE_IN_SYNC_CYCLE_S
 
         def check(obs: Observation) -> list[Any]:

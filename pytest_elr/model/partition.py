@@ -1,0 +1,133 @@
+"""One partition of the model: its record, its replicas' logs and what its leader does.
+
+``ModelCluster`` holds the cluster (brokers, links, controllers, fencing, epochs) and one
+``ModelPartition`` per partition, as Kafka's controller holds one ``PartitionRegistration`` per
+partition beside its cluster state and builds each partition's change on its own
+(``PartitionChangeBuilder``): a broker event (fencing, an unclean registration, a cluster-wide min
+ISR change) applies the rules of ``model/controller.py`` to every partition it touches, in one step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_elr.core.observation import ProduceOutcome
+from pytest_elr.model.ledger import LossLedger
+from pytest_elr.model.state import AlterPartition, PartitionRecord, PartitionView, Record, Replica
+
+
+@dataclass
+class Send:
+    """One record a client sent, as the history needs it."""
+
+    value: str
+    acks: str
+    offset: int | None = None
+    status: str = "pending"  # pending | ok | fail
+    error: str | None = None
+
+
+@dataclass
+class ProduceRequest:
+    first_offset: int
+    records: list[Record]
+    outcome: ProduceOutcome
+    sends: list[Send]
+
+
+@dataclass
+class ModelPartition:
+    id: int
+    #: the replicas the brokers hold (the assignment the brokers follow: ``_follow_assignment``)
+    replicas: list[int]
+    #: what the controller stores for the partition (its metadata log's committed state)
+    part: PartitionRecord = field(init=False)
+    logs: dict[int, Replica] = field(default_factory=dict)
+    #: per broker, (leader, leader epoch) of this partition as it last heard from the controller
+    heard: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    pending_alter: AlterPartition | None = None
+    rejected_alter: AlterPartition | None = None
+    rejected_view: tuple[frozenset[int], tuple[int, ...]] | None = None  # ``_brokers_view`` at the refusal
+    pending_produce: list[ProduceRequest] = field(default_factory=list)
+    acked: list[Record] = field(default_factory=list)  # acknowledged acks=all records
+    sends: list[Send] = field(default_factory=list)
+    committed: list[Record] = field(default_factory=list)  # every record ever below the HWM
+    follower_leo: dict[int, int] = field(default_factory=dict)  # the leader's view
+    follower_fetch_epoch: dict[int, int] = field(default_factory=dict)  # KIP-903
+    #: lossy shutdowns of replicas relied on that have not caught up since (model/ledger.py)
+    ledger: LossLedger = field(default_factory=LossLedger)
+    frozen_min_isr: int = 0  # min ISR in force when the ISR last fell below it
+    #: why ISR + ELR may be under min ISR since the ISR last met it (an ELR member's unclean
+    #: registration, a min ISR change that cleared the ELR), or None: the seeds' exceptions
+    quorum_shrunk_by: str | None = None
+    #: brokers that registered after an unclean shutdown and have not caught up since
+    unclean_restarted: set[int] = field(default_factory=set)
+    #: ISR members the controller accepted with a broker epoch older than their registration's
+    stale_in_isr: set[int] = field(default_factory=set)
+    #: partition epoch at a min ISR change whose HWM re-evaluation waits for the next event
+    #: (``controller.hwm_reevaluated``), or None
+    hwm_waits_since: int | None = None
+    #: whether the leader's HWM was allowed to advance (``ModelCluster.hwm_may_advance_now``) in
+    #: some leader round since the executor last held the system's HWM to this state (``mark_hwm``):
+    #: only without such a window may the executor require the system's HWM to have stayed put
+    hwm_window_open: bool = True
+    #: this state's HWM when the executor last held the system's HWM to it (``mark_hwm``)
+    hwm_at_mark: int | None = None
+    #: this state's partition epoch when the executor last held the system's to it
+    partition_epoch_at_mark: int = 0
+    #: the partition's history the state alone does not show, for the invariants of that history
+    #: (``model/invariants.py``): each change of leader, ISR, ELR or RECOVERING as (before, after),
+    #: seen after every action and every controller round (no change is made elsewhere) ...
+    changes: list[tuple[PartitionView, PartitionView]] = field(default_factory=list)
+    #: ... beside each change, the members a leader's AlterPartition added to the ISR in it (caught
+    #: up, as the leader vouched: Kafka elects from that ISR when the same change moves the leader
+    #: away, a reassignment completing) ...
+    admitted: list[frozenset[int]] = field(default_factory=list)
+    #: ... each move of the leader's HWM (from, to, committed ISR size, effective min ISR) ...
+    hwm_moves: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: ... each replica the controller added to the ISR (broker, records it held below the
+    #: leader's HWM, the HWM) ...
+    isr_joins: list[tuple[int, int, int]] = field(default_factory=list)
+    #: ... and each acks=all request acknowledged (first value, replicas holding it, effective min ISR)
+    acks: list[tuple[str, int, int]] = field(default_factory=list)
+    #: slow followers whose late fetches the leader counts as in sync at this moment (a timing
+    #: choice per action, ``ModelCluster._choose_late_in_sync``; the canonical state has none)
+    late_in_sync: set[int] = field(default_factory=set)
+    #: followers out of the ISR while the HWM was free to move past their log end: records the
+    #: model does not see (the executor's acks=1 ticks) may be committed beyond them
+    outrun: set[int] = field(default_factory=set)
+    _view_epoch: int = -1
+    _seen: PartitionView = field(init=False)  # the partition as ``changes`` last saw it
+    _admitted_since_seen: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        for r in self.replicas:
+            self.logs[r] = Replica(broker=r)
+        self.part = PartitionRecord(replicas=list(self.replicas), leader=self.replicas[0],
+                                    isr=list(self.replicas), id=self.id)
+        self.part.leader_epoch = 1
+        self._seen = self.part.view()
+
+    def leader_replica(self) -> Replica | None:
+        leader = self.part.leader
+        return self.logs[leader] if leader is not None else None
+
+    def hwm(self) -> int | None:
+        leader = self.leader_replica()
+        return leader.hwm if leader is not None else None
+
+    def trusted(self) -> set[int]:
+        """Replicas the protocol relies on as complete, or may still elect: leader, ISR, ELR and
+        LastKnownELR."""
+        trusted = set(self.part.isr) | set(self.part.elr) | set(self.part.last_known_elr)
+        if self.part.leader is not None:
+            trusted.add(self.part.leader)
+        return trusted
+
+    def note_change(self) -> None:
+        now = self.part.view()
+        if now != self._seen:
+            self.changes.append((self._seen, now))
+            self.admitted.append(frozenset(self._admitted_since_seen))
+            self._seen = now
+        self._admitted_since_seen.clear()
