@@ -329,7 +329,8 @@ class ModelCluster:
                 # Mutation switch: a new active controller that rebuilds the partition without its ELR
                 # and LastKnownELR, against KIP-966: both are "stored in the metadata log" (its
                 # "Public Interfaces": PartitionRecord, PartitionChangeRecord), which it replays.
-                self.part.elr, self.part.last_known_elr = [], []
+                for p in self.partitions.values():
+                    p.part.elr, p.part.last_known_elr = [], []
 
     def _controller_unreachable(self) -> bool:
         """The brokers cannot reach an active controller: it is cut from them. Others redirect a
