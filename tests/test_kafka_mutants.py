@@ -457,3 +457,39 @@ def test_a_run_that_breaks_under_the_mutant_kills_it_with_the_error(monkeypatch:
     out = km.run_one(the_id, [{"scenario_file": "s.elr.yaml", "profile": "kafka"}], "4.4.0", tmp_path)
     assert out["status"] == "killed" and out["by"]["kind"] == "error", out
     assert "RuntimeError: ElectLeaders request failed" in out["by"]["message"]
+
+
+def _lines_json(path: Path, scenario_files: list[str]) -> Path:
+    source = "org/apache/kafka/controller/PartitionChangeBuilder.java"
+    runs = {f"run{i}": {"scenario_file": f, "profile": "kafka", "seconds": 10.0 + i, "covered": {source: [25]}}
+            for i, f in enumerate(scenario_files)}
+    path.write_text(json.dumps({"kafka_version": "4.4.0", "source_of": {PCB: source}, "runs": runs}))
+    return path
+
+
+def test_a_coverage_taken_in_another_checkout_runs_this_checkouts_scenarios(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A campaign resumes from a committed ``lines.json`` (docs/campaigns/): the paths it names,
+    absolute in the worktree that took the coverage or relative to the repository, are this
+    checkout's scenario files."""
+    (tmp_path / "scenarios" / "sub").mkdir(parents=True)
+    for name in ("a.elr.yaml", "sub/b.elr.yaml"):
+        (tmp_path / "scenarios" / name).write_text("name: x\n")
+    lines = _lines_json(tmp_path / "lines.json", ["/work/wt-gone/scenarios/a.elr.yaml", "scenarios/sub/b.elr.yaml"])
+    monkeypatch.chdir(tmp_path)
+    index = km.CoverageIndex(lines)
+    assert sorted(r["scenario_file"] for r in index.covering_runs(mutant("m", 25))) == [
+        str(tmp_path / "scenarios" / "a.elr.yaml"), str(tmp_path / "scenarios" / "sub" / "b.elr.yaml")]
+
+
+def test_run_refuses_a_coverage_whose_scenario_files_are_not_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each mutant's child would end in an error (not a grade): nothing starts, the error names
+    the index and the file."""
+    lines = _lines_json(tmp_path / "lines.json", ["/work/wt-gone/scenarios/gone.elr.yaml"])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(km, "enumerate_mutants", lambda version: [mutant("m", 25)])
+    monkeypatch.setattr(km, "run_campaign", lambda *a, **k: pytest.fail("a campaign started"))
+    assert km.run_main(["--coverage", str(tmp_path), "--out", str(tmp_path / "c"), "--parallel", "1"]) == 2
+    err = capsys.readouterr().err
+    assert str(lines) in err and "/work/wt-gone/scenarios/gone.elr.yaml" in err

@@ -112,14 +112,34 @@ def enumerate_mutants(kafka_version: str) -> list[Mutant]:
     return [m for m in mutants if target_method(m.class_name, m.method, m.desc)]
 
 
+def resolve_scenario_file(recorded: str, root: Path | None = None) -> str:
+    """A scenario file that ``lines.json`` names, found in this checkout: the coverage taken in one
+    worktree (absolute paths) is reused from another, or from ``docs/campaigns/`` (paths relative to
+    the repository). The path from its last ``scenarios`` directory on is looked up under ``root``
+    (the current directory); a file found nowhere keeps its recorded name (``run`` refuses it)."""
+    path, base = Path(recorded), root or Path.cwd()
+    if (base / path).is_file():  # absolute and there, or relative to the current directory
+        return str(base / path)
+    parts = path.parts
+    if "scenarios" in parts:
+        tail = parts[len(parts) - 1 - parts[::-1].index("scenarios"):]
+        found = base.joinpath(*tail)
+        if found.is_file():
+            return str(found)
+    return recorded
+
+
 class CoverageIndex:
     """``lines.json`` of ``elr kafka-coverage``: which runs cover which lines."""
 
     def __init__(self, path: Path) -> None:
         data = json.loads(path.read_text())
+        self.path = path
         self.kafka_version: str = data["kafka_version"]
         self.source_of: dict[str, str] = data["source_of"]
         self.runs: dict[str, dict[str, Any]] = data["runs"]
+        for run in self.runs.values():
+            run["scenario_file"] = resolve_scenario_file(run["scenario_file"])
         self._covered = {rid: {src: set(lines) for src, lines in r["covered"].items()} for rid, r in self.runs.items()}
 
     def covering_runs(self, mutant: Mutant) -> list[dict[str, Any]]:
@@ -480,6 +500,14 @@ def run_main(argv: list[str] | None = None) -> int:
         mutants = [m for m in mutants if re.search(args.method, m.short_method)]
     if not mutants:
         print("elr kafka-mutants run: no mutant to run (none covered, or the filters left none)", file=sys.stderr)
+        return 2
+    missing = sorted({r["scenario_file"] for m in mutants for r in index.covering_runs(m)
+                      if not Path(r["scenario_file"]).is_file()})
+    if missing:
+        # A missing file would end each mutant's child in an error: refuse before any cluster starts.
+        print(f"elr kafka-mutants run: {index.path}: {len(missing)} scenario file(s) its runs name are not there, "
+              f"nor under scenarios/ of the current directory: {', '.join(missing[:3])}"
+              + (" ..." if len(missing) > 3 else ""), file=sys.stderr)
         return 2
     run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard,
                  mutant_timeout_s=args.mutant_timeout, retry=frozenset(args.retry),
