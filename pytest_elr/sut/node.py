@@ -241,7 +241,7 @@ class KafkaNode:
     def read_file(self, path: str) -> bytes:
         """A file of the container, binary (through the FUSE layer when it is under one)."""
         if not self.lazyfs:
-            return self._archive_file(path, path)
+            return self._archive_file(path)
         files = self._copied_out(path, 'mkdir -p "$0" && cp "$1" "$0"/', path)
         if len(files) != 1:
             raise NodeCommandError(f"{self.name}: cannot read {path}: not a regular file")
@@ -279,8 +279,8 @@ class KafkaNode:
         assert extracted is not None  # a regular file (``isfile``) always extracts
         return extracted.read()
 
-    def _archive_file(self, what: str, path: str) -> bytes:
-        files = self._archive_files(what, path)
+    def _archive_file(self, path: str) -> bytes:
+        files = self._archive_files(path, path)
         if len(files) != 1:
             raise NodeCommandError(f"{self.name}: {path} is not a regular file")
         return next(iter(files.values()))
