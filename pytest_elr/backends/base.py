@@ -108,6 +108,12 @@ class Backend(ABC):
         """How long the cluster may take to reach the model's state after a fault."""
         return SETTLE_TIMEOUT_S
 
+    def rest_s(self) -> float:
+        """How long the system must stay in one state before nothing of its own will change it
+        (no timer left to fire): a step's known failure is taken once the system rests in it
+        (``Executor._poll``). A backend that cannot say waits its whole settle timeout."""
+        return self.settle_timeout_s()
+
     def nudge(self) -> None:
         """Make a lagging follower visibly lag (Kafka shrinks the ISR only of a follower *behind*).
         In-process backends have nothing to do."""

@@ -578,6 +578,14 @@ class KafkaBackend(Backend):
         """Fencing by session timeout is the slowest thing a step may wait for."""
         return 30.0 + 2 * self.session_timeout_ms / 1000
 
+    def rest_s(self) -> float:
+        """Twice the longest timer that changes the cluster on its own: fencing (the session
+        timeout), a follower's lag (``replica.lag.time.max.ms``, checked every half of it), a
+        request given up (``request.timeout.ms``); sut/config.py tunes them to 3-5 s."""
+        timers_ms = (self.session_timeout_ms, 1.5 * int(TUNING["replica.lag.time.max.ms"]),
+                     int(TUNING["request.timeout.ms"]))
+        return 2 * max(timers_ms) / 1000
+
     def _power_off(self, broker: int) -> LossEvidence:
         record = self.faults.process.power_off(broker, topics=[self.topic])
         self._powered_off.add(broker)

@@ -55,7 +55,15 @@ from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
-from pytest_elr.scenario.schema import ANY_CONTROLLER, ELECTION_COUNTS, Failure, Scenario, Step, unexplained
+from pytest_elr.scenario.schema import (
+    ANY_CONTROLLER,
+    ELECTION_COUNTS,
+    Failure,
+    KnownFailure,
+    Scenario,
+    Step,
+    unexplained,
+)
 from pytest_elr.workload.drain import max_acked_offset
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
@@ -67,6 +75,9 @@ STATE_FIELDS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "rec
                 "leader_epoch", "partition_epoch", "hwm", "replicas", "adding", "removing")
 #: the epochs of the partition record
 EPOCHS = ("leader_epoch", "partition_epoch")
+#: the fields whose values say where the cluster rests (the HWM and the log ends move with the
+#: background producer's records; the election counts are read apart)
+RESTING_FIELDS = tuple(f for f in STATE_FIELDS if f != "hwm")
 #: how long a settle awaits a resting state before it keeps a moment at which a slow follower is
 #: back in the ISR (``Executor._settle_like_model``): one take-back-and-drop cycle, measured <= 6.5 s
 LATE_IN_SYNC_CYCLE_S = 8.0
@@ -261,6 +272,8 @@ class Executor:
         #: mutant campaign needs to know that a run fails, not everything that fails after)
         self.stop_at_first_failure = False
         self.stopped_early = False  # it did: no finale, no final read, so no verdict to judge
+        #: what the release's known failures declare failing at the step under way (``_poll``)
+        self._known_here: frozenset[str] = frozenset()
         #: a lossy action was done (a YAML step's or a Python API call's): the fault must bite
         self.lossy_applied = False
         #: per epoch, the system's value minus the model's at the start: the model numbers its
@@ -312,6 +325,7 @@ class Executor:
         failures: list[ScenarioFailure] = []
         known = s.known_failures_on(self.backend.kafka_version)
         for step in s.steps:
+            self._known_here = _declared_at(known, step.label)
             try:
                 self._step_run(step)
             except ScenarioFailure as exc:
@@ -323,10 +337,12 @@ class Executor:
                     raise ScenarioFailure("\n".join(str(f) for f in failures) + "\n(the run stopped at its first "
                                           "failure)", tuple(x for f in failures for x in f.failures)) from None
         if s.finale:
+            self._known_here = _declared_at(known, "finale")
             try:
                 self.finale()
             except ScenarioFailure as exc:
                 failures.append(exc)
+        self._known_here = frozenset()
         self.history.step = "final"
         final = self.backend.drain()
         for record in final.records:
@@ -691,6 +707,8 @@ class Executor:
             return
         self.disagreements.append(d)
         ctx.differences.append(d)
+        if d.field not in self._known_here:
+            self._known_here = frozenset()  # a failure the release does not declare: wait everything out
         self.history.record("disagreement", after=d.after, field=d.field, differences=[str(d)],
                             observed_value=_plain(d.observed), model_value=_plain(d.model),
                             observed=d.observed_state, model=d.model_state)
@@ -826,12 +844,32 @@ class Executor:
                 self._note(self._difference(key, got, model, "step end", obs, self._moved(states[0])), ctx)
 
     def _poll(self, check: Callable[[Observation], list[Any]], timeout: float) -> tuple[Observation, list[Any]]:
+        """Observe until ``check`` finds nothing, or the timeout passes. At a step where a known
+        failure of the release declares what fails, a cluster that rests in a state that differs
+        only there (the same state for ``Backend.rest_s``, longer than every timer of its own) is
+        taken as it is: a release's known bug does not go away by waiting, and the waits were
+        most of the time such a run took. A difference the release does not declare is waited
+        out as anywhere else, so a known failure cannot absorb another failure."""
         deadline = time.monotonic() + timeout
+        resting: tuple[Any, ...] | None = None
+        since = 0.0
         while True:
             obs = self.backend.observe()
             mismatches = check(obs)
-            if not mismatches or self.backend.settles_instantly or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if not mismatches or self.backend.settles_instantly or now >= deadline:
                 return obs, mismatches
+            if self._known_here and {_failure_key(m) for m in mismatches} <= self._known_here:
+                state = tuple(_value(getattr(obs, f)) for f in RESTING_FIELDS)
+                if state != resting:
+                    resting, since = state, now
+                elif now - since >= self.backend.rest_s():
+                    self.history.record("known_failure_rested", at=self.history.step, seconds=round(now - since, 1),
+                                        declared=sorted(self._known_here),
+                                        differs=sorted({_failure_key(m) for m in mismatches}))
+                    return obs, mismatches
+            else:
+                resting = None
             time.sleep(POLL_INTERVAL_S)
 
     def _expected(self, step: Step) -> dict[str, Any]:
@@ -979,8 +1017,19 @@ def say_difference(d: Mapping[str, Any]) -> str:
 def _failures(label: str, mismatches: list[str], ctx: StepContext) -> tuple[Failure, ...]:
     """A step's failures: each field that differs from the model, each expectation that does not
     hold (``compare`` begins each with its key; ``produce[1]`` is a ``produce``), once each."""
-    keys = [d.field for d in ctx.differences] + [m.split(":", 1)[0].split("[", 1)[0] for m in mismatches]
+    keys = [d.field for d in ctx.differences] + [_failure_key(m) for m in mismatches]
     return tuple(Failure(label, key) for key in dict.fromkeys(keys))
+
+
+def _failure_key(mismatch: Difference | str) -> str:
+    """What a difference from the model (its field) or an unmet expectation (its key) fails, as a
+    known failure names it."""
+    return mismatch.field if isinstance(mismatch, Difference) else mismatch.split(":", 1)[0].split("[", 1)[0]
+
+
+def _declared_at(known: tuple[KnownFailure, ...], label: str) -> frozenset[str]:
+    """What the release's known failures declare failing at step ``label``."""
+    return frozenset(what for k in known if k.step == label for what in k.fails)
 
 
 def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> list[str]:
