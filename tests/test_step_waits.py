@@ -1,7 +1,9 @@
-"""A step that a known failure of the release declares stops waiting once the system rests in the
-declared wrong state (``Executor._poll``, ``Backend.rest_s``), and only then: a difference the
-release does not declare, a state still moving, or a release the entry does not cover is waited out
-to the settle timeout as before. Time here is a virtual clock: the waits are counted, not timed."""
+"""How long a step waits. A step that a known failure of the release declares stops waiting once the
+system rests in the declared wrong state (``Executor._poll``, ``Backend.rest_s``), and only then: a
+difference the release does not declare, a state still moving, or a release the entry does not cover
+is waited out to the settle timeout as before. A run that stops at its first failure (a mutant
+campaign) does not wait for the expectations of a step that already failed. Time here is a virtual
+clock: the waits are counted, not timed."""
 
 from __future__ import annotations
 
@@ -95,13 +97,13 @@ class NoElectionWhileLeaderDown(Fake):
 
 
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: str, version: str,
-        flicker: bool = False) -> tuple[Any, float, str]:
+        flicker: bool = False, stop: bool = False) -> tuple[Any, float, str]:
     clock = Clock()
     monkeypatch.setattr(executor, "time", clock)
     path = tmp_path / "s.elr.yaml"
     path.write_text(SCENARIO.replace("DECLARED", declared))
     backend = NoElectionWhileLeaderDown(version, flicker)
-    result = run_scenario(load_scenario(path), backend, "kafka", tmp_path / "h")
+    result = run_scenario(load_scenario(path), backend, "kafka", tmp_path / "h", stop_at_first_failure=stop)
     events = (Path(result.history_dir) / "events.jsonl").read_text()
     return result, clock.now, events
 
@@ -140,3 +142,22 @@ def test_a_declared_state_that_keeps_moving_is_waited_out(
     assert "known_failure_rested" not in events
     assert waited >= SETTLE_S + executor.DEFAULT_STEP_TIMEOUT_S
     assert not result.passed
+
+
+def test_a_run_that_stops_at_its_first_failure_does_not_wait_for_a_failed_steps_expectations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """4.4.0 declares nothing: the settle after the crash waits its timeout (a difference must
+    persist to count), then the expectation is looked at once and the run ends there."""
+    result, waited, _ = run(tmp_path, monkeypatch, "[leader, isr, caught_up]", "4.4.0", stop=True)
+    assert not result.passed and "stopped at its first failure" in result.message
+    assert SETTLE_S <= waited < SETTLE_S + 2
+    assert ("leader-crashes", "leader") in {(f.step, f.what) for f in result.failures}
+
+
+def test_a_stopping_run_still_waits_where_the_failure_is_its_releases_known_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On 4.0.2 the differences are declared: the run goes on past them (to the steps after), so
+    its expectations are awaited (here: until the declared state rests)."""
+    result, waited, events = run(tmp_path, monkeypatch, "[leader, isr, caught_up]", "4.0.2", stop=True)
+    assert result.known_failure and "stopped at its first failure" not in result.message
+    assert "known_failure_rested" in events and '"step":"leader-back"' in events
