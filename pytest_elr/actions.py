@@ -372,6 +372,17 @@ class Shutdown(BrokerAction):
 
 
 @dataclass(frozen=True)
+class BeginShutdown(Shutdown):
+    """A clean shutdown the step does not wait out: SIGTERM, and the step goes on while the broker's
+    controlled shutdown runs. It leaves the state a ``shutdown`` leaves, but the cluster has to reach
+    it while the process may still be exiting: a controller that moved the broker's leadership only
+    when its session expired (after the broker gave up waiting) is caught here, not after ``shutdown``.
+    A later ``restart`` waits for the exit first."""
+
+    kind: ClassVar[str] = "begin_shutdown"
+
+
+@dataclass(frozen=True)
 class Crash(BrokerAction):
     """The broker process dies (SIGKILL). Unclean, but nothing is lost: the page cache lives."""
 
@@ -746,12 +757,11 @@ class Wait(Action):
 
 
 __all__ = [
-    "ACTIONS", "ACTIVE_CONTROLLER", "ALL_CONTROLLERS", "Acks", "Action", "BrokerAction", "CancelReassignment",
-    "CONTROLLER_SCOPES", "ControllerAction", "ControllerScope", "Crash", "CrashController", "Cut", "ElectLeaders",
-    "Flush", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "IsolateController", "Lifecycle", "Node",
-    "Pause", "PowerOff", "PowerOffController", "Produce", "Reassign", "ReplaceDisk", "Restart", "RestartController",
-    "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "ShutdownController", "Slow", "StopController",
-    "UncleanElection", "Wait",
-    "action_forms", "action_from_event", "unhandled",
+    "ACTIONS", "ACTIVE_CONTROLLER", "ALL_CONTROLLERS", "Acks", "Action", "BeginShutdown", "BrokerAction",
+    "CancelReassignment", "CONTROLLER_SCOPES", "ControllerAction", "ControllerScope", "Crash", "CrashController",
+    "Cut", "ElectLeaders", "Flush", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "IsolateController",
+    "Lifecycle", "Node", "Pause", "PowerOff", "PowerOffController", "Produce", "Reassign", "ReplaceDisk", "Restart",
+    "RestartController", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "ShutdownController", "Slow",
+    "StopController", "UncleanElection", "Wait", "action_forms", "action_from_event", "unhandled",
 ]
 

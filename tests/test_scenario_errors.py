@@ -95,6 +95,8 @@ CASES = {
     "restart a running broker": (GOOD.replace("{isolate: 0}", "{restart: 1}"), 5, "broker 1 is running at this point"),
     "crash twice": (GOOD.replace("{isolate: 0}", "{crash: 1}, {crash: 1}"), 5, "broker 1 is stopped at this point"),
     "power off a stopped broker": (GOOD.replace("{isolate: 0}", "{shutdown: 2}, {power_off: 2}"), 5, "broker 2 is stopped"),
+    "crash a broker shutting down": (GOOD.replace("{isolate: 0}", "{begin_shutdown: 2}, {crash: 2}"), 5,
+                                    "broker 2 is stopped"),
     "resume a running broker": (GOOD.replace("{isolate: 0}", "{resume: 1}"), 5, "broker 1 is running at this point, the action needs it paused"),
     "pause twice": (GOOD.replace("{isolate: 0}", "{pause: 1}, {pause: 1}"), 5, "broker 1 is paused at this point"),
     "misspelt rejection": (GOOD.replace("leader: 1", "produce: {rejected: NOT_ENUGH_REPLICAS}"), 6, "did you mean 'NOT_ENOUGH_REPLICAS'"),

@@ -33,6 +33,7 @@ from pytest_elr.actions import (
     ACTIVE_CONTROLLER,
     ALL_CONTROLLERS,
     Action,
+    BeginShutdown,
     CancelReassignment,
     ControllerAction,
     Crash,
@@ -375,6 +376,14 @@ class KafkaBackend(Backend):
     @_do.register
     def _(self, action: Shutdown) -> Result:
         self.faults.process.shutdown(action.broker, timeout_s=CLEAN_SHUTDOWN_TIMEOUT_S)
+        return None
+
+    @_do.register
+    def _(self, action: BeginShutdown) -> Result:
+        # SIGTERM only: the settle that follows reads the partition while the controlled shutdown
+        # runs (Kafka moves the leadership at the shutdown's first heartbeat; the broker's own wait
+        # for the controller is up to 5 min, KafkaBroker.shutdown()).
+        self.faults.process.begin_shutdown(action.broker)
         return None
 
     @_do.register

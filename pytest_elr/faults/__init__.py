@@ -34,6 +34,8 @@ class Faults:
         """Undo every fault: heal every link, resume or start every JVM, wait until every broker is
         registered and unfenced."""
         self.network.heal_all()
+        for node in sorted(self.process.exiting):  # a JVM sent SIGTERM must be gone before its start
+            self.process.await_exit(node)
         for node in self.cluster.topology_ids():
             state = self.cluster.node_state(node)
             if state == "paused":

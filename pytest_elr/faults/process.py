@@ -6,6 +6,8 @@ fault              how                          what survives
 shutdown (clean)   SIGTERM, wait for exit       everything; controlled shutdown moves
                                                 leadership; ``.kafka_cleanshutdown``
                                                 is written
+begin_shutdown     SIGTERM, no wait             as shutdown; the next start (or kill)
+                                                of the node waits for the exit first
 crash              SIGKILL of the JVM only      everything written (page cache is the
                                                 kernel's): unclean, but no data loss
 pause / resume     SIGSTOP / SIGCONT            everything; peers see a silent node
@@ -80,6 +82,8 @@ class ProcessFaults:
         self.evidence = PowerOffEvidence(cluster)
         # Nodes whose JVM we stopped, killed or paused.
         self.down: set[int] = set()
+        # Nodes sent SIGTERM without waiting for the exit (``begin_shutdown``).
+        self.exiting: set[int] = set()
 
     def _node(self, node_id: int) -> KafkaNode:
         return self.cluster.node(node_id)
@@ -105,8 +109,26 @@ class ProcessFaults:
         self._node(node_id).ctl("stop", str(int(timeout_s)))
         return time.monotonic() - t0
 
+    def begin_shutdown(self, node_id: int) -> None:
+        """Clean shutdown that does not wait for the exit: SIGTERM, and return while the broker's
+        controlled shutdown runs (what the controller does meanwhile can be read). ``kafka-ctl stop 0``
+        signals as ``stop`` does and gives up waiting at once (its "still alive" exit is expected).
+        The next ``start``, ``crash`` or ``shutdown`` of the node waits for the exit first."""
+        self._before_jvm_ends(node_id)
+        self._mark(node_id, down=True)
+        self._node(node_id).ctl("stop", "0", check=False)
+        self.exiting.add(node_id)
+
+    def await_exit(self, node_id: int, timeout_s: float = 330.0) -> None:
+        """Wait until a JVM sent SIGTERM by ``begin_shutdown`` has exited (no-op otherwise); a JVM
+        still alive after ``timeout_s`` fails the node command."""
+        if node_id in self.exiting:
+            self._node(node_id).ctl("stop", str(int(timeout_s)))  # "not running" once it exited
+            self.exiting.discard(node_id)
+
     def crash(self, node_id: int) -> float:
         """SIGKILL of the JVM; the container (and its page cache) stays."""
+        self.await_exit(node_id)
         self._before_jvm_ends(node_id)
         t0 = time.monotonic()
         self._mark(node_id, down=True)
@@ -123,6 +145,7 @@ class ProcessFaults:
 
     def start(self, node_id: int) -> None:
         """Start the JVM again (no-op when it runs), same container and log dir."""
+        self.await_exit(node_id)
         self._node(node_id).ctl("start")
         self._mark(node_id, down=False)
 

@@ -17,6 +17,7 @@ from pytest_elr.actions import (
     ACTIVE_CONTROLLER,
     ALL_CONTROLLERS,
     Action,
+    BeginShutdown,
     CancelReassignment,
     ControllerAction,
     Crash,
@@ -531,6 +532,7 @@ class ModelCluster:
         self._note_down_broker(action.broker)
         return None
 
+    @_do.register(BeginShutdown)  # the same state; only a real cluster has a process still exiting
     @_do.register
     def _(self, action: Shutdown) -> Result:
         if self._running(action.broker).paused:

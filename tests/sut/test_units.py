@@ -346,3 +346,66 @@ def test_the_first_partition_error_of_a_response_is_raised_with_its_message(mess
     assert raised.value.error_code == 3
     assert str(raised.value).startswith("reassign t-1: UNKNOWN_TOPIC_OR_PARTITION")
     assert ("(gone)" in str(raised.value)) == messages
+
+
+def test_begin_shutdown_signals_without_waiting_and_the_next_start_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``begin_shutdown`` sends SIGTERM and returns (``kafka-ctl stop 0``, whose "still alive" exit is
+    expected); the node's next start waits for the exit (``stop`` with the clean-shutdown timeout)
+    before ``start``; a node never sent SIGTERM so starts at once."""
+    calls: list[tuple[int, tuple[str, ...], bool]] = []
+
+    class Node:
+        def __init__(self, node_id: int) -> None:
+            self.node_id = node_id
+
+        def ctl(self, *args: str, check: bool = True) -> str:
+            calls.append((self.node_id, args, check))
+            return ""
+
+    c = KafkaCluster(brokers=[0, 1, 2], controllers=1)
+    monkeypatch.setattr(c, "node", Node)
+    process = ProcessFaults(c)
+    process.begin_shutdown(0)
+    assert calls == [(0, ("stop", "0"), False)]
+    assert c.lagging_brokers() == {0}
+    process.start(0)
+    assert calls[1:] == [(0, ("stop", "330"), True), (0, ("start",), True)]
+    assert c.lagging_brokers() == set()
+    calls.clear()
+    process.start(0)  # the exit was awaited once: no second wait
+    process.start(1)
+    assert calls == [(0, ("start",), True), (1, ("start",), True)]
+
+
+def test_healing_waits_for_a_jvm_still_exiting_before_it_starts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that ends (or fails) while a broker sent ``begin_shutdown`` is still exiting: the heal
+    that gives the cluster back to the pool waits for the exit, then starts it -- never a ``start``
+    that finds the old JVM alive ("already running") and a broker that dies under the next run."""
+    from pytest_elr.faults import Faults
+
+    calls: list[tuple[int, tuple[str, ...]]] = []
+    states = {0: "running", 1: "running"}
+
+    class Node:
+        def __init__(self, node_id: int) -> None:
+            self.node_id = node_id
+
+        def ctl(self, *args: str, check: bool = True) -> str:
+            calls.append((self.node_id, args))
+            if args[0] == "stop" and args[1] != "0":
+                states[self.node_id] = "stopped"  # the wait saw the JVM exit
+            elif args[0] == "start":
+                states[self.node_id] = "running"
+            return ""
+
+    c = KafkaCluster(brokers=[0, 1], controllers=1)
+    monkeypatch.setattr(c, "node", Node)
+    monkeypatch.setattr(c, "topology_ids", lambda: [0, 1])
+    monkeypatch.setattr(c, "node_state", lambda node_id: states[node_id])
+    monkeypatch.setattr(c, "wait_ready", lambda timeout_s: None)
+    faults = Faults(c)
+    monkeypatch.setattr(faults.network, "heal_all", lambda: None)
+    faults.process.begin_shutdown(0)  # the JVM is still exiting: its state reads "running"
+    faults.heal_everything()
+    assert calls == [(0, ("stop", "0")), (0, ("stop", "330")), (0, ("start",))]
+    assert faults.process.exiting == set()
