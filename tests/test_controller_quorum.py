@@ -390,3 +390,13 @@ def test_a_cut_from_one_controller_that_cuts_every_controller_is_caught_after_th
     assert "after crash_controller, the system differs from the model in fenced: model [], observed [1]" \
         in result.message
     assert "fenced: expected [], observed [1]" in result.message
+
+
+def test_a_heal_of_every_controller_heals_the_links_to_one_and_a_partial_heal_is_refused() -> None:
+    m = _model()
+    m.apply(Cut(links=_between(1, "active")))
+    m.apply(Heal(links=isolation_links(1, "all", BROKERS)))  # heal: 1, as Kafka heals it: every controller's link
+    assert not m.fenced and not m.cut
+    m.apply(Cut(links=isolation_links(1, "controller", BROKERS)))
+    with pytest.raises(ModelError, match="part of a cut from every controller"):
+        m.apply(Heal(links=_between(1, 0)))

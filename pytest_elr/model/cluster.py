@@ -537,6 +537,18 @@ class ModelCluster:
     @_do.register
     def _(self, action: Heal) -> Result:
         links = set(self._resolve(action.links)) if action.links is not None else self.cut | self.slow
+        if action.links is not None:
+            # ``controller`` is every controller: healing it heals the links to each one (on Kafka the
+            # same toxics); one controller healed while ``controller`` stays cut would reopen a link
+            # to it alone, which the model does not hold (the symbolic cut has no parts).
+            links |= {(one_controller(n) if a == CONTROLLER else a, one_controller(n) if b == CONTROLLER else b)
+                      for a, b in links if CONTROLLER in (a, b) for n in range(self.controllers)}
+            for a, b in links:
+                whole = tuple(CONTROLLER if controller_of(n) is not None else n for n in (a, b))
+                if whole != (a, b) and whole in self.cut and whole not in links:
+                    one = next(controller_of(n) for n in (a, b) if controller_of(n) is not None)
+                    raise ModelError(f"heal of a link to controller {one}: it is part of a cut from every controller "
+                                     "(controller), which the model heals only whole: heal the link to controller")
         self.cut -= links
         self.slow -= links
         if action.links is None:
