@@ -400,3 +400,10 @@ def test_a_heal_of_every_controller_heals_the_links_to_one_and_a_partial_heal_is
     m.apply(Cut(links=isolation_links(1, "controller", BROKERS)))
     with pytest.raises(ModelError, match="part of a cut from every controller"):
         m.apply(Heal(links=_between(1, 0)))
+
+
+def test_the_report_names_a_link_to_one_controller() -> None:
+    from pytest_elr.report.timeline import _link_label
+    assert _link_label([[1, "controller:active"], ["controller:active", 1]]) == "1↔ctl active"
+    assert _link_label([[1, "controller:0"]]) == "1↔ctl 0"
+    assert _link_label([[1, "controller"]]) == "1↔ctl"
