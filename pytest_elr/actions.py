@@ -22,7 +22,16 @@ from typing import Any, ClassVar, Literal
 import yaml
 
 from pytest_elr.core.limits import MAX_LATENCY_MS, MAX_MIN_ISR, MAX_PRODUCE, MAX_WAIT_S
-from pytest_elr.core.nodes import CONTROLLER, ISOLATION_SCOPES, IsolationScope, Link, Node, isolation_links
+from pytest_elr.core.nodes import (
+    CONTROLLER,
+    ISOLATION_SCOPES,
+    IsolationScope,
+    Link,
+    Node,
+    controller_of,
+    is_controller,
+    isolation_links,
+)
 from pytest_elr.core.reader import Reader
 from pytest_elr.core.specs import ClusterSpec
 
@@ -186,9 +195,33 @@ def _read_links(r: Reader, arg: yaml.Node, what: str, extra: tuple[str, ...] = (
         links = [(a, b) for a in sources for b in targets if a != b]
     if not links:
         r.fail(arg, f"{what}: names no link between two different nodes")
-    if any(a == CONTROLLER and b == CONTROLLER for a, b in links):
-        r.fail(arg, f"{what}: links join a broker to a broker or to the controller")
+    if any(is_controller(a) and is_controller(b) for a, b in links):
+        r.fail(arg, f"{what}: links join a broker to a broker or to a controller (isolate_controller "
+                    "cuts a controller from the others)")
     return tuple(links)
+
+
+def _links_refused(links: Iterable[Link] | None, cluster: ClusterSpec) -> str | None:
+    """Why the cluster has no such link: a controller number outside it, or one controller named
+    in a cluster of one (where ``controller`` says it)."""
+    for link in links or ():
+        for node in link:
+            target = controller_of(node)
+            if target is None:
+                continue
+            n = cluster.controllers
+            if n == 1:
+                return (f"the cluster has one controller: name it controller (e.g. cut: {{between: [1, controller]}}); "
+                        f"{{controller: {target}}} names one of several (cluster: {{controllers: 3}})")
+            if isinstance(target, int) and target >= n:
+                return f"controller {target} is not in the cluster: it has {n} controllers (0..{n - 1})"
+    return None
+
+
+def _yaml_node(node: Node) -> Any:
+    """A link end as YAML writes it."""
+    target = controller_of(node)
+    return node if target is None else {CONTROLLER: target}
 
 
 def _scope_of(links: Iterable[Link], brokers: tuple[int, ...]) -> tuple[int, IsolationScope] | None:
@@ -202,7 +235,7 @@ def _scope_of(links: Iterable[Link], brokers: tuple[int, ...]) -> tuple[int, Iso
 
 
 def _link_item(form: str, link: Link, **extra: Any) -> dict[str, Any]:
-    return {form: {"from": link[0], "to": link[1], **extra}}
+    return {form: {"from": _yaml_node(link[0]), "to": _yaml_node(link[1]), **extra}}
 
 
 # --- network ----------------------------------------------------------------------------------
@@ -227,6 +260,9 @@ class Cut(Action):
                 r.fail(arg, f"{what}: missing 'broker'")
             broker = r.broker(doc["broker"], f"{what}.broker")
             scope: IsolationScope = "all"
+            if "from" in doc and isinstance(doc["from"], yaml.MappingNode):  # from: {controller: n|active}
+                peer = r.node(doc["from"], f"{what}.from")
+                return [cls(links=((broker, peer), (peer, broker)))]
             if "from" in doc:
                 scope = r.string(doc["from"], f"{what}.from", ISOLATION_SCOPES)  # type: ignore[assignment]
             return [cls(links=isolation_links(broker, scope, r.brokers))]
@@ -240,6 +276,9 @@ class Cut(Action):
         if scoped is not None:
             return [{"isolate": {"broker": scoped[0], "from": scoped[1]}}]
         return [_link_item("cut", link) for link in self.links]
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        return _links_refused(self.links, cluster) or super().refused_by(cluster)
 
 
 @dataclass(frozen=True)
@@ -268,7 +307,10 @@ class Slow(Action):
             latency = DEFAULT_LATENCY_MS
             if "ms" in doc:
                 latency = r.integer(doc["ms"], f"{what}.ms", minimum=1, maximum=MAX_LATENCY_MS)
-            return [cls(links=_read_links(r, arg, what, extra=("ms",)), latency_ms=latency)]
+            links = _read_links(r, arg, what, extra=("ms",))
+            if any(controller_of(n) is not None for link in links for n in link):
+                r.fail(arg, f"{what}: slow holds a broker's requests to every controller: name it controller")
+            return [cls(links=links, latency_ms=latency)]
         links: list[Link] = []
         for b in r.brokers_list(arg, what):  # a slow replica: its links to every broker
             links += isolation_links(b, "brokers", r.brokers)
@@ -308,6 +350,9 @@ class Heal(Action):
         if scoped is not None and scoped[1] == "all":
             return [{"heal": scoped[0]}]
         return [_link_item("heal", link) for link in self.links]
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        return _links_refused(self.links, cluster) or super().refused_by(cluster)
 
 
 # --- processes and disks ----------------------------------------------------------------------

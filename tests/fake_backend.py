@@ -8,8 +8,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
-from pytest_elr.actions import Action, CrashController, IsolateController, PowerOffController, RestartController
+from pytest_elr.actions import (
+    Action,
+    CrashController,
+    Cut,
+    IsolateController,
+    PowerOffController,
+    RestartController,
+)
 from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.nodes import CONTROLLER, controller_of
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import Rules
@@ -253,6 +261,27 @@ class IsolatedControllerKeepsLeading(Fake):
     def apply(self, action: Action) -> Result:
         if isinstance(action, IsolateController) and action.scope == "controllers":
             return None
+        return super().apply(action)
+
+
+class OneControllerCutIgnored(Fake):
+    """A cut from one controller that never reaches the network (as a backend that drops link ends it
+    cannot name): the broker keeps heartbeating to the active controller."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Cut) and any(controller_of(n) is not None for link in action.links for n in link):
+            return None
+        return super().apply(action)
+
+
+class OneControllerCutCutsThemAll(Fake):
+    """A cut from one controller applied to every controller (as the symbolic ``controller`` was):
+    the broker stays fenced after a failover, though it reaches the new active controller."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Cut):
+            action = Cut(links=tuple(tuple(CONTROLLER if controller_of(n) is not None else n for n in link)
+                                     for link in action.links))  # type: ignore[misc]
         return super().apply(action)
 
 

@@ -15,6 +15,8 @@ from fake_backend import (
     IsolatedControllerFencesNobody,
     IsolatedControllerKeepsLeading,
     NoFailover,
+    OneControllerCutCutsThemAll,
+    OneControllerCutIgnored,
 )
 
 from pytest_elr.actions import (
@@ -32,7 +34,7 @@ from pytest_elr.actions import (
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.errors import ScenarioError
-from pytest_elr.core.nodes import isolation_links
+from pytest_elr.core.nodes import isolation_links, one_controller
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.profiles import get_profile
@@ -43,6 +45,7 @@ BROKERS = (0, 1, 2)
 FAILOVER = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_fails_mid_timeline.elr.yaml"
 ISOLATED = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_isolated.elr.yaml"
 POWER_OFF = Path(__file__).parent.parent / "scenarios" / "kip966_controller_power_off_mid_timeline.elr.yaml"
+CUT_FROM_ACTIVE = Path(__file__).parent.parent / "scenarios" / "broker_cut_from_active_controller.elr.yaml"
 
 
 def _model(controllers: int = 3) -> ModelCluster:
@@ -291,3 +294,116 @@ def test_the_python_api_shuts_down_and_powers_off_controllers() -> None:
     one = ClusterHandle(ModelBackend(), "kafka", ClusterSpec(BROKERS), TopicSpec("t", BROKERS, 2))
     with pytest.raises(ScenarioError, match="a power cut of a controller needs a quorum of three"):
         one.power_off_controller(0)
+
+
+# --- a broker's links to one controller -------------------------------------------------------
+
+
+def _between(broker: int, target: int | str) -> tuple[tuple[int | str, int | str], ...]:
+    return ((broker, one_controller(target)), (one_controller(target), broker))
+
+
+def test_a_broker_cut_from_the_active_controller_alone_is_fenced_and_the_next_one_unfences_it() -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=_between(1, "active")))
+    assert m.active_controller == 0 and (1, "controller:0") in m.cut  # resolved when the step ran
+    assert m.fenced == {1} and (m.part.leader, m.part.isr, m.part.elr) == (0, [0, 2], [])
+    m.apply(CrashController(controller="active"))
+    assert m.active_controller == 1 and (1, "controller:0") in m.cut  # the cut stays
+    assert not m.fenced and (m.part.leader, sorted(m.part.isr), m.part.elr) == (0, [0, 1, 2], [])
+
+
+@pytest.mark.parametrize("link", [(1, "controller:active"), ("controller:active", 1)], ids=["to", "from"])
+def test_either_direction_of_the_link_to_the_active_controller_fences_the_broker(link: tuple) -> None:
+    m = _model()
+    m.apply(Cut(links=(link,)))
+    assert m.fenced == {1}
+    m.apply(Heal(links=(link,)))
+    assert not m.fenced and sorted(m.part.isr) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("target", [1, 2])
+def test_a_cut_from_a_controller_that_is_not_active_changes_nothing(target: int) -> None:
+    m = _model()
+    m.apply(Produce(count=5))
+    before = m.part.view()
+    m.apply(Cut(links=_between(1, target)))
+    assert m.active_controller == 0 and not m.fenced and m.part.view() == before
+
+
+def test_which_controller_leads_next_is_timing_when_one_is_cut_from_a_broker() -> None:
+    """Broker 1 cut from controller 1, the active one (0) crashes: 1 or 2 may lead, and broker 1 is
+    fenced under the first only; the oracle keeps both."""
+    from pytest_elr.model.alternatives import outcomes
+    m = _model()
+    m.apply(Cut(links=_between(1, 1)))
+    states = {(s.active_controller, tuple(sorted(s.fenced))) for s, _ in outcomes(m, CrashController(controller=0))}
+    assert states == {(1, (1,)), (2, ())}
+
+
+def test_a_heal_of_a_link_to_an_isolated_controller_is_refused() -> None:
+    m = _model()
+    m.apply(IsolateController(controller=1, scope="brokers"))
+    with pytest.raises(ModelError, match="heal: all ends its isolation"):
+        m.apply(Heal(links=_between(1, 1)))
+
+
+def test_a_cut_from_one_controller_is_written_back_and_read_again(tmp_path: Path) -> None:
+    cut = Cut(links=_between(1, "active"))
+    assert cut.to_yaml(BROKERS) == [{"cut": {"from": 1, "to": {"controller": "active"}}},
+                                    {"cut": {"from": {"controller": "active"}, "to": 1}}]
+    scenario = load_scenario(CUT_FROM_ACTIVE)
+    assert scenario.steps[1].actions[0] == cut
+
+
+def test_the_python_api_cuts_a_broker_from_the_active_controller() -> None:
+    c = ClusterHandle(ModelBackend(), "kafka", ClusterSpec(BROKERS, controllers=3), TopicSpec("t", BROKERS, 2))
+    c.cut(between=[1, {"controller": "active"}])
+    c.expect(fenced=[1], isr=[0, 2], elr=[])
+    c.isolate(broker=2, from_={"controller": 1})  # not the active one: nothing changes
+    c.expect(fenced=[1], isr=[0, 2])
+    c.crash_controller("active")
+    c.expect(fenced=[2], isr=[0, 1], active_controller=1)  # 1 leads, and broker 2 is cut from it
+    with pytest.raises(ScenarioError, match="controller 3 is not in the cluster"):
+        c.cut(between=[1, {"controller": 3}])
+    assert c.verdict().lost_count == 0
+
+
+def test_the_cut_from_the_active_controller_scenario_passes_on_a_faithful_system(tmp_path: Path) -> None:
+    result = run_scenario(load_scenario(CUT_FROM_ACTIVE), Fake(), "kafka", tmp_path)
+    assert result.passed, result.message
+
+
+def test_a_cut_from_one_controller_that_never_bites_is_caught_by_the_comparison_and_the_expectation() -> None:
+    result = run_scenario(load_scenario(CUT_FROM_ACTIVE), OneControllerCutIgnored(), "kafka")
+    assert not result.passed
+    assert "step cut" in result.message
+    assert "after cut, the system differs from the model in fenced: model [1], observed []" in result.message
+    assert "fenced: expected [1], observed []" in result.message
+
+
+def test_a_cut_from_one_controller_that_cuts_every_controller_is_caught_after_the_failover() -> None:
+    result = run_scenario(load_scenario(CUT_FROM_ACTIVE), OneControllerCutCutsThemAll(), "kafka")
+    assert not result.passed
+    assert "step failover" in result.message
+    assert "after crash_controller, the system differs from the model in fenced: model [], observed [1]" \
+        in result.message
+    assert "fenced: expected [], observed [1]" in result.message
+
+
+def test_a_heal_of_every_controller_heals_the_links_to_one_and_a_partial_heal_is_refused() -> None:
+    m = _model()
+    m.apply(Cut(links=_between(1, "active")))
+    m.apply(Heal(links=isolation_links(1, "all", BROKERS)))  # heal: 1, as Kafka heals it: every controller's link
+    assert not m.fenced and not m.cut
+    m.apply(Cut(links=isolation_links(1, "controller", BROKERS)))
+    with pytest.raises(ModelError, match="part of a cut from every controller"):
+        m.apply(Heal(links=_between(1, 0)))
+
+
+def test_the_report_names_a_link_to_one_controller() -> None:
+    from pytest_elr.report.timeline import _link_label
+    assert _link_label([[1, "controller:active"], ["controller:active", 1]]) == "1↔ctl active"
+    assert _link_label([[1, "controller:0"]]) == "1↔ctl 0"
+    assert _link_label([[1, "controller"]]) == "1↔ctl"

@@ -47,7 +47,8 @@ KILLED_BY = {
     "hwm-ignores-maximal-isr": (
         "rule check KIP-966 HWM waits for the maximal ISR",
         "rule check KIP-966 HWM waits for the maximal ISR"),
-    "fenced-follower-kept-in-isr": ("invariant isr_unfenced", "property search [kip966]"),
+    "fenced-follower-kept-in-isr": (
+        "expectation isr", "scenario broker-cut-from-active-controller [kip966]: step cut"),
     "elr-takes-every-outsider":
         ("expectation elr", "scenario design-balanced-recovery-inspects-last-known-elr [kip966]: step outage"),
     "elr-leader-not-in-isr": (

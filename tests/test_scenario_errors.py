@@ -152,6 +152,31 @@ CASES = {
         "step T0: power_off_controller: controller 3 is not in the cluster: it has 3 controllers (0..2"),
     "shut down a controller by a word it does not take": (GOOD.replace("isolate: 0", "shutdown_controller: all"), 5,
         "step T0: shutdown_controller: expected a controller number or active, got 'all'"),
+    # --- a link to one controller (issue 27 item 2)
+    "cut from one controller of one": (GOOD.replace("isolate: 0", "cut: {between: [1, {controller: active}]}"), 5,
+        "step T0: cut: the cluster has one controller: name it controller (e.g. cut: {between: [1, controller]}); "
+        "{controller: active} names one of several (cluster: {controllers: 3})"),
+    "cut from a controller out of range": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "cut: {from: 1, to: {controller: 3}}"), 5,
+        "step T0: cut: controller 3 is not in the cluster: it has 3 controllers (0..2)"),
+    "heal a controller out of range": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "heal: {between: [1, {controller: 7}]}"), 5,
+        "step T0: heal: controller 7 is not in the cluster: it has 3 controllers (0..2)"),
+    "isolate from a controller out of range": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "isolate: {broker: 1, from: {controller: 3}}"), 5,
+        "step T0: cut: controller 3 is not in the cluster: it has 3 controllers (0..2)"),
+    "cut from a controller by a word it does not take": (GOOD.replace(
+        "isolate: 0", "cut: {between: [1, {controller: leader}]}"), 5,
+        "step T0: cut.between.controller: expected a controller number or active, got 'leader'"),
+    "cut from a controller named by another key": (GOOD.replace(
+        "isolate: 0", "cut: {between: [1, {contoller: 0}]}"), 5, "unknown key 'contoller'"),
+    "cut a controller from a controller": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "cut: {between: [{controller: 0}, {controller: 1}]}"), 5,
+        "step T0: cut: links join a broker to a broker or to a controller (isolate_controller cuts a controller "
+        "from the others)"),
+    "slow to one controller": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
+        "isolate: 0", "slow: {from: 1, to: {controller: active}}"), 5,
+        "step T0: slow: slow holds a broker's requests to every controller: name it controller"),
 }
 
 

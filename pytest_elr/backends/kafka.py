@@ -68,7 +68,7 @@ from pytest_elr.backends.base import Backend, Session
 from pytest_elr.backends.kafka_pool import ClusterPool
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
-from pytest_elr.core.nodes import CONTROLLER, Node
+from pytest_elr.core.nodes import CONTROLLER, Node, controller_of
 from pytest_elr.core.observation import (
     ConsumedRecord,
     LossEvidence,
@@ -341,9 +341,27 @@ class KafkaBackend(Backend):
 
     @_do.register
     def _(self, action: Cut) -> Result:
+        ends = self._link_ends(action.links)
         for src, dst in action.links:
-            self.faults.network.cut(_ref(src), _ref(dst))
+            self.faults.network.cut(ends[src], ends[dst])
         return None
+
+    def _link_ends(self, links: tuple[tuple[Node, Node], ...]) -> dict[Node, int | str]:
+        """Each link end as the network layer names it: a broker's id, ``controller`` (every
+        controller), or one controller's node id (``{controller: active}``: asked once, now)."""
+        ends: dict[Node, int | str] = {}
+        for node in {n for link in links for n in link}:
+            target = controller_of(node)
+            if target is None:
+                ends[node] = _ref(node)
+            elif target == ACTIVE_CONTROLLER:
+                active = self.client.active_controller(via=OBSERVER_ID)
+                if active is None:
+                    raise BackendError("no controller is active (DescribeQuorum names no quorum leader)")
+                ends[node] = active
+            else:
+                ends[node] = self._controllers[int(target)]
+        return ends
 
     @_do.register
     def _(self, action: Slow) -> Result:
@@ -359,8 +377,9 @@ class KafkaBackend(Backend):
         if action.links is None:
             self.faults.network.heal_all()
         else:
+            ends = self._link_ends(action.links)
             for src, dst in action.links:
-                self.faults.network.heal(_ref(src), _ref(dst), both_ways=False)
+                self.faults.network.heal(ends[src], ends[dst], both_ways=False)
         return None
 
     @_do.register

@@ -5,8 +5,31 @@ from __future__ import annotations
 from typing import Literal, Union
 
 CONTROLLER = "controller"
-Node = Union[int, str]  # noqa: UP007 -- a runtime alias; a broker id, or CONTROLLER
+Node = Union[int, str]  # noqa: UP007 -- a runtime alias; a broker id, CONTROLLER, or one controller
 Link = tuple[Node, Node]  # (source, destination): the direction requests travel
+
+#: the word for the controller leading the quorum, found when the step runs
+ACTIVE = "active"
+
+
+def one_controller(target: int | str) -> str:
+    """One controller of the quorum as a link end: ``controller:<n>`` (0 .. controllers - 1), or
+    ``controller:active``, the one leading the quorum when the step runs (``CONTROLLER`` is every
+    controller at once). YAML writes it ``{controller: n}`` / ``{controller: active}``."""
+    return f"{CONTROLLER}:{target}"
+
+
+def controller_of(node: Node) -> int | str | None:
+    """The controller ``node`` names as one link end (a number, or ``active``); None: not one controller."""
+    if not isinstance(node, str) or not node.startswith(CONTROLLER + ":"):
+        return None
+    target = node[len(CONTROLLER) + 1:]
+    return int(target) if target.isdigit() else target
+
+
+def is_controller(node: Node) -> bool:
+    """``node`` is ``CONTROLLER`` or one controller."""
+    return node == CONTROLLER or controller_of(node) is not None
 
 IsolationScope = Literal["all", "brokers", "controller"]
 ISOLATION_SCOPES: tuple[IsolationScope, ...] = ("all", "brokers", "controller")

@@ -16,7 +16,7 @@ import yaml
 
 from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.limits import MAX_NAME_CHARS, MAX_TEXT_CHARS, MAX_VALUES
-from pytest_elr.core.nodes import CONTROLLER, Node
+from pytest_elr.core.nodes import ACTIVE, CONTROLLER, Node, one_controller
 
 _TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = frozenset(f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq"))
@@ -175,7 +175,18 @@ class Reader:
         return [self.broker(n, what) for n in self.sequence(node, what)]
 
     def node(self, node: yaml.Node, what: str) -> Node:
-        """A broker id or ``controller``."""
+        """A broker id, ``controller`` (every controller), or ``{controller: n|active}`` (one; its
+        number is checked against the cluster with the action, ``Action.refused_by``)."""
+        if isinstance(node, yaml.MappingNode):
+            doc = self.mapping(node, what, (CONTROLLER,))
+            if CONTROLLER not in doc:
+                self.fail(node, f"{what}: expected {{controller: <number or {ACTIVE}>}}")
+            target = doc[CONTROLLER]
+            if isinstance(target, yaml.ScalarNode) and target.value == ACTIVE:
+                return one_controller(ACTIVE)
+            if not (isinstance(target, yaml.ScalarNode) and target.tag == f"{_TAG}int"):
+                self.fail(target, f"{what}.controller: expected a controller number or {ACTIVE}, got {_shown(target)}")
+            return one_controller(self.integer(target, f"{what}.controller", minimum=0))
         if self.scalar(node, what) == CONTROLLER:
             return CONTROLLER
         return self.broker(node, what)

@@ -48,7 +48,7 @@ from pytest_elr.actions import (
     UncleanElection,
     Wait,
 )
-from pytest_elr.core.nodes import CONTROLLER, Link, Node
+from pytest_elr.core.nodes import CONTROLLER, Link, Node, controller_of, is_controller, one_controller
 from pytest_elr.core.observation import ConsumedRecord, LossEvidence, Observation, ProduceOutcome, Refusal, Result
 from pytest_elr.model import controller
 from pytest_elr.model.controller import ControllerContext, effective_min_isr
@@ -326,6 +326,11 @@ class ModelCluster:
             self.active_controller = None
         elif self.active_controller not in in_touch:
             self.active_controller = min(in_touch)
+            cut_from_a_broker = {controller_of(n) for link in self.cut for n in link} & in_touch
+            if self.timing is not None and cut_from_a_broker:
+                # Which voter wins is timing, and one cut from a broker fences it (``_reachable``):
+                # every live voter may be the new active controller.
+                self.active_controller = self.timing.choose(sorted(in_touch))
             if not self.profile.rules.failover_replays_elr:
                 # Mutation switch: a new active controller that rebuilds the partition without its ELR
                 # and LastKnownELR, against KIP-966: both are "stored in the metadata log" (its
@@ -379,8 +384,22 @@ class ModelCluster:
     # --- links -------------------------------------------------------------------------------
 
     def _reachable(self, src: Node, dst: Node) -> bool:
-        if CONTROLLER in (src, dst) and self._controller_unreachable():
-            return False
+        if CONTROLLER in (src, dst):
+            if self._controller_unreachable():
+                return False
+            # A broker's link to ``controller`` is its link to the active controller: apache/kafka
+            # 4.4.0 BrokerLifecycleManager sends its heartbeats through the controller channel
+            # (NodeToControllerChannelManager), whose node is "the current active controller"
+            # (RaftControllerNodeProvider: the KRaft leader), and the broker fetches the metadata
+            # log as an observer from the quorum leader (KafkaRaftClient). So a link cut to the
+            # active controller alone stops its heartbeats and its metadata, and the active
+            # controller fences it once its session expires (BrokerHeartbeatManager); one to a
+            # controller that is not active changes nothing, and once another controller is active
+            # the broker reaches it (crash_controller: active) and is unfenced. Measured on Kafka
+            # 4.4.0: scenarios/broker_cut_from_active_controller.elr.yaml.
+            active = one_controller(self.active_controller)
+            if (active if src == CONTROLLER else src, active if dst == CONTROLLER else dst) in self.cut:
+                return False
         for node in (src, dst):
             if node != CONTROLLER:
                 b = self.brokers[int(node)]
@@ -491,9 +510,25 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Cut) -> Result:
-        self.cut |= set(action.links)
-        self._note_down(action.links)
+        links = self._resolve(action.links)
+        self.cut |= set(links)
+        self._note_down(links)
         return None
+
+    def _resolve(self, links: tuple[Link, ...]) -> tuple[Link, ...]:
+        """The links with ``{controller: active}`` as the number of the controller active now."""
+        def node(n: Node) -> Node:
+            target = controller_of(n)
+            if target is None:
+                return n
+            if target == ACTIVE_CONTROLLER:
+                if self.active_controller is None:
+                    raise ModelError("no controller is active (no majority of the controllers runs)")
+                return one_controller(self.active_controller)
+            if not isinstance(target, int) or not 0 <= target < self.controllers or self.controllers == 1:
+                raise ModelError(f"{n}: the cluster has {self.controllers} controllers")
+            return n
+        return tuple((node(a), node(b)) for a, b in links)
 
     @_do.register
     def _(self, action: Slow) -> Result:
@@ -502,7 +537,19 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Heal) -> Result:
-        links = set(action.links) if action.links is not None else self.cut | self.slow
+        links = set(self._resolve(action.links)) if action.links is not None else self.cut | self.slow
+        if action.links is not None:
+            # ``controller`` is every controller: healing it heals the links to each one (on Kafka the
+            # same toxics); one controller healed while ``controller`` stays cut would reopen a link
+            # to it alone, which the model does not hold (the symbolic cut has no parts).
+            links |= {(one_controller(n) if a == CONTROLLER else a, one_controller(n) if b == CONTROLLER else b)
+                      for a, b in links if CONTROLLER in (a, b) for n in range(self.controllers)}
+            for a, b in links:
+                whole = tuple(CONTROLLER if controller_of(n) is not None else n for n in (a, b))
+                if whole != (a, b) and whole in self.cut and whole not in links:
+                    one = next(controller_of(n) for n in (a, b) if controller_of(n) is not None)
+                    raise ModelError(f"heal of a link to controller {one}: it is part of a cut from every controller "
+                                     "(controller), which the model heals only whole: heal the link to controller")
         self.cut -= links
         self.slow -= links
         if action.links is None:
@@ -512,7 +559,8 @@ class ModelCluster:
             self.controllers_cut_from_controllers.clear()
             self._elect_controller()
         else:
-            if any(CONTROLLER in link for link in links) and self.controllers_cut_from_brokers:
+            if any(CONTROLLER in link or controller_of(n) in self.controllers_cut_from_brokers
+                   for link in links for n in link) and self.controllers_cut_from_brokers:
                 # On Kafka a broker's links to ``controller`` are its links to every controller,
                 # the isolated one's too: healing them would end part of the isolation.
                 raise ModelError("a controller is isolated from the brokers: heal: all ends its isolation")
@@ -759,9 +807,10 @@ class ModelCluster:
         return b
 
     def _note_down(self, links: tuple[Link, ...]) -> None:
+        active = one_controller(self.active_controller)
         for src, dst in links:
             for node in (src, dst):
-                if node != CONTROLLER and CONTROLLER in (src, dst):
+                if not is_controller(node) and (CONTROLLER in (src, dst) or active in (src, dst)):
                     self._note_down_broker(int(node))
 
     def _note_down_broker(self, broker: int) -> None:

@@ -175,7 +175,7 @@ def _membership(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float])
 def _link_label(links: Iterable[Any]) -> str:
     pairs: dict[tuple[str, str], None] = {}
     for link in links:
-        a, b = (("ctl" if n == "controller" else str(n)) for n in link)
+        a, b = (("ctl" if n == "controller" else str(n).replace("controller:", "ctl ")) for n in link)
         pairs[(min(a, b), max(a, b))] = None
     return " ".join(f"{a}↔{b}" for a, b in pairs)
 

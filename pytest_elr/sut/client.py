@@ -194,22 +194,33 @@ class ClusterClient:
         """The controller's record of the partition as ``state`` shows it, with what no client API
         returns (LeaderRecoveryState, the partition epoch): replayed from a controller's metadata
         log, the latest record matched on leader, leader epoch, ISR, ELR, LastKnownELR and replicas. None
-        when no controller's log holds that state yet; then ``registration_miss`` says why."""
+        when no controller's log holds that state yet; then ``registration_miss`` says why.
+
+        With several controllers every log is read and the match with the highest partition epoch
+        wins: a stopped controller's log ends where it stopped, and a state that came back (an ISR
+        that shrank and grew again) matches an older record there (measured on Kafka 4.4.0: the
+        crashed active controller's log gave partition epoch 0 for ISR [0, 1, 2] regrown at 2)."""
         why: list[str] = []
+        found: Registration | None = None
         for controller in self.cluster.controller_ids:
             try:
                 registrations = self.cluster.metadata_log(controller).registrations(state.topic, state.partition)
             except (SutError, docker.errors.DockerException) as exc:
                 why.append(f"controller {controller}'s log unreadable ({exc})")
                 continue  # this controller's log cannot be read right now: unknown, not false
-            for reg in reversed(registrations):
-                if (reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr, reg.replicas) == (
-                        state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or (),
-                        state.replicas):
-                    return reg
+            match = next((reg for reg in reversed(registrations) if (
+                reg.leader, reg.leader_epoch, reg.isr, reg.elr, reg.last_known_elr, reg.replicas) == (
+                state.leader, state.leader_epoch, state.isr, state.elr or (), state.last_known_elr or (),
+                state.replicas)), None)
+            if match is not None:
+                if found is None or match.partition_epoch > found.partition_epoch:
+                    found = match
+                continue
             latest = registrations[-1] if registrations else None
             why.append(f"controller {controller}'s log: {len(registrations)} records, none of them this state "
                        f"(latest: {latest})")
+        if found is not None:
+            return found
         self.registration_miss = "; ".join(why) or "no controller"
         return None
 

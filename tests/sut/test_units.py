@@ -321,6 +321,39 @@ def test_a_registration_miss_says_why() -> None:
                                               isr=(0, 1), elr=(), last_known_elr=(), offline_replicas=())) == held
 
 
+def test_a_stopped_controllers_stale_log_does_not_give_an_old_partition_epoch() -> None:
+    """An ISR that shrank and grew again is the state of the first record too: a crashed controller's
+    log, which ends before the regrowth, matches it at partition epoch 0; the others' at 2 win."""
+    from pytest_elr.sut.admin import PartitionState
+    from pytest_elr.sut.metadata_log import Registration
+
+    def reg(epoch: int, isr: tuple[int, ...]) -> Registration:
+        return Registration(leader=0, leader_epoch=0, partition_epoch=epoch, isr=isr, elr=(), last_known_elr=(),
+                            recovering=False, replicas=(0, 1, 2))
+
+    logs = {1000: [reg(0, (0, 1, 2)), reg(1, (0, 2))],  # crashed after the shrink
+            1001: [reg(0, (0, 1, 2)), reg(1, (0, 2)), reg(2, (0, 1, 2))]}
+
+    class Log:
+        def __init__(self, records: list[Registration]) -> None:
+            self.records = records
+
+        def registrations(self, topic: str, partition: int) -> list[Registration]:
+            return self.records
+
+    class Cluster:
+        controller_ids = [1000, 1001]
+
+        def metadata_log(self, controller: int) -> object:
+            return Log(logs[controller])
+
+    client = ClusterClient(Cluster())  # type: ignore[arg-type]
+    seen = PartitionState(topic="t", partition=0, leader=0, leader_epoch=0, replicas=(0, 1, 2), isr=(0, 1, 2),
+                          elr=(), last_known_elr=(), offline_replicas=())
+    found = client.registration(seen)
+    assert found is not None and found.partition_epoch == 2
+
+
 def _partition_results(results: list[tuple[int, int, str | None]], messages: bool) -> Reader:
     """A response's topics -> partitions results, as AlterReplicaLogDirs (no message) and
     AlterPartitionReassignments (with one) send them."""
