@@ -88,6 +88,11 @@ class Backend(ABC):
         """Read the partition from the beginning up to the final HWM (what a consumer can see). A
         read that stops short of the HWM (``end_offset``) is a harness error, never a loss."""
 
+    def drain_partitions(self) -> dict[int, Read]:
+        """Every partition of the topic read as ``drain`` reads partition 0, by partition number.
+        The default: a backend of one-partition topics (partition 0 only)."""
+        return {0: self.drain()}
+
     @abstractmethod
     def close(self) -> None:
         """Release the cluster (a pooled one is healed for the next run)."""
