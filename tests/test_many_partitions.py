@@ -323,3 +323,23 @@ def test_the_python_api_checks_the_topic_as_yaml_does() -> None:
     with pytest.raises(ScenarioError, match=r"test.py:7: topic.assignment.1: a broker can hold only one replica"):
         cluster_and_topic_from_python({"brokers": [0, 1, 2]},
                                       {"assignment": {0: [0, 1], 1: [2, 2]}, "min_insync_replicas": 1}, ("test.py", 7))
+
+
+def test_a_backend_of_one_partition_is_refused_a_topic_of_several_before_it_starts(tmp_path: Path) -> None:
+    """A backend that does not declare ``many_partitions`` (the kafka backend, third-party ones)
+    would observe partition 0 alone: the run is an error, and nothing was started."""
+    started: list[bool] = []
+
+    class OnePartition(Fake):
+        many_partitions = False
+
+        def start(self, *args: Any, **kwargs: Any) -> None:
+            started.append(True)
+            super().start(*args, **kwargs)
+
+    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), OnePartition(), "kafka", tmp_path)
+    assert not result.passed and not started
+    assert "the fake backend stages topics of one partition: a topic of 3 partitions cannot run on it" \
+        in result.message
+    from pytest_elr.backends.kafka import KafkaBackend
+    assert not KafkaBackend.many_partitions

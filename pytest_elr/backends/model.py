@@ -20,6 +20,7 @@ class ModelBackend(Backend):
     name: ClassVar[str] = "model"
     profiles: ClassVar[frozenset[str]] = frozenset(PROFILE_NAMES)
     settles_instantly: ClassVar[bool] = True
+    many_partitions: ClassVar[bool] = True
 
     def __init__(self, session: Session | None = None, version: str | None = None, rules: Rules | None = None) -> None:
         self._rules = rules  # a mutant of the oracle (see pytest_elr.model.mutants)

@@ -303,6 +303,9 @@ class Executor:
     def start(self) -> None:
         """Start the backend and its oracle: the one start path of YAML runs and the Python API."""
         s = self.scenario
+        if s.topic.partitions > 1 and not self.backend.many_partitions:
+            raise BackendError(f"the {self.backend.name} backend stages topics of one partition: a topic of "
+                               f"{s.topic.partitions} partitions cannot run on it (nothing was started)")
         self.backend.start(s.cluster, s.topic, self.profile, self.history)
         own = self.backend.own_model()
         self._shadow = own is None
