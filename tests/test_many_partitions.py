@@ -326,8 +326,8 @@ def test_the_python_api_checks_the_topic_as_yaml_does() -> None:
 
 
 def test_a_backend_of_one_partition_is_refused_a_topic_of_several_before_it_starts(tmp_path: Path) -> None:
-    """A backend that does not declare ``many_partitions`` (the kafka backend, third-party ones)
-    would observe partition 0 alone: the run is an error, and nothing was started."""
+    """A backend that does not declare ``many_partitions`` (a third-party one written for one
+    partition) would observe partition 0 alone: the run is an error, and nothing was started."""
     started: list[bool] = []
 
     class OnePartition(Fake):
@@ -341,5 +341,48 @@ def test_a_backend_of_one_partition_is_refused_a_topic_of_several_before_it_star
     assert not result.passed and not started
     assert "the fake backend stages topics of one partition: a topic of 3 partitions cannot run on it" \
         in result.message
-    from pytest_elr.backends.kafka import KafkaBackend
-    assert not KafkaBackend.many_partitions
+
+
+# --- the kafka backend's read of every partition: DescribeTopicPartitions, paged ------------------------
+
+def _page(partitions: list[int], cursor: int | None) -> bytes:
+    """A DescribeTopicPartitions v0 answer for topic ``t`` (each partition led by its number)."""
+    from pytest_elr.sut.wire import Writer
+
+    def partition(w: Writer, i: int) -> None:
+        w.int16(0).int32(i).int32(i).int32(1)
+        for xs in ([i, i + 1], [i, i + 1], [], []):  # replicas, ISR, ELR, LastKnownELR
+            w.compact_array(xs, lambda w, b: w.int32(b))
+        w.compact_array([], lambda w, b: w.int32(b)).tags()  # offline
+
+    w = Writer().int32(0)
+    w.compact_array(["t"], lambda w, name: (w.int16(0).compact_string(name).raw(bytes(16)).boolean(False)
+                                            .compact_array(partitions, partition).int32(0).tags()))
+    if cursor is None:
+        w.int8(-1)
+    else:
+        w.int8(1).compact_string("t").int32(cursor).tags()
+    return bytes(w.tags().buf)
+
+
+def test_every_partition_is_read_in_pages_that_follow_the_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five partitions two per page: three requests, the second and third from the cursor the answer
+    before gave; every partition once, in order. One page when they fit (the default 2000)."""
+    from pytest_elr.sut import admin
+    from pytest_elr.sut.wire import Reader
+    asked: list[bytes] = []
+    pages = {None: ([0, 1], 2), 2: ([2, 3], 4), 4: ([4], None)}
+
+    def request(host: str, port: int, key: int, version: int, body: bytes, timeout_s: float) -> Reader:
+        assert (key, version) == (75, 0)
+        asked.append(body)
+        cursor = None if body[-2:] == b"\xff\x00" else int.from_bytes(body[-6:-2], "big")
+        return Reader(_page(*pages[cursor]))
+
+    monkeypatch.setattr(admin, "request", request)
+    got = admin.describe_topic_partitions("h", 1, "t", page=2)
+    assert [(p.partition, p.leader, p.isr) for p in got] == [(i, i, (i, i + 1)) for i in range(5)]
+    assert len(asked) == 3 and all(int.from_bytes(b[4:8], "big") == 2 for b in asked)  # the page size
+    asked.clear()
+    pages = {None: ([0, 1, 2], None)}
+    assert len(admin.describe_topic_partitions("h", 1, "t")) == 3 and len(asked) == 1
