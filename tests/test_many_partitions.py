@@ -386,3 +386,44 @@ def test_every_partition_is_read_in_pages_that_follow_the_cursor(monkeypatch: py
     asked.clear()
     pages = {None: ([0, 1, 2], None)}
     assert len(admin.describe_topic_partitions("h", 1, "t")) == 3 and len(asked) == 1
+
+
+def test_expect_model_covers_every_partition() -> None:
+    """``expect: model`` takes every partition's leader and sets from the model: a backend that is
+    its own oracle (no shadow to differ from) but reports partition 2's leader wrong fails there."""
+    class Partition2LeaderWrong(ModelBackend):
+        def observe(self) -> Observation:
+            obs = super().observe()
+            return replace(obs, partitions={**obs.partitions, 2: replace(obs.partitions[2], leader=1)})
+
+    text = TWO.replace("    do: [{crash: 2}]\n", "    do: [{crash: 2}]\n    expect: model\n")
+    assert run_scenario(parse_scenario(text, "two.elr.yaml"), ModelBackend(), "kafka").passed
+    result = run_scenario(parse_scenario(text, "two.elr.yaml"), Partition2LeaderWrong(), "kafka")
+    assert not result.passed
+    assert "step T1 (two.elr.yaml:" in result.message and "partition 2: leader: expected 0, observed 1" \
+        in result.message
+
+
+def test_elr_cluster_takes_partitions_and_an_assignment(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_parts="""
+        import pytest
+
+        @pytest.mark.elr_profile("kafka")
+        def test_parts(elr_cluster):
+            c = elr_cluster(brokers=3, partitions=3, replicas=3)
+            c.produce(6)
+            c.crash(1)
+            c.expect(fenced=[1], partitions={1: {"leader": 2}, "all": {"isr": [0, 2]}})
+            c.restart(1)
+
+        def test_assigned(elr_cluster):
+            elr_cluster(brokers=3, assignment={0: [0, 1], 1: [1, 2]}, min_insync_replicas=1).expect(
+                leader=0, partitions={1: {"leader": 1}})
+
+        def test_bad(elr_cluster):
+            elr_cluster(brokers=3, assignment={0: [0, 1], 1: [1, 2, 0]})
+    """)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_parts.py:16: topic.assignment.1: 3 replicas, but the partitions before "
+                                 "have 2*"])

@@ -960,6 +960,11 @@ class Executor:
                 "last_known_elr": frozenset(m.last_known_elr), "fenced": frozenset(m.fenced),
                 **expected,
             }
+            if m.partitions:  # every other partition's, the same keys (a step's own override them)
+                own = expected.get(PARTITIONS, {})
+                expected[PARTITIONS] = {i: {"leader": o.leader, "isr": frozenset(o.isr), "elr": frozenset(o.elr),
+                                            "last_known_elr": frozenset(o.last_known_elr), **own.get(i, {})}
+                                        for i, o in sorted(m.partitions.items())}
         return expected
 
     def _report(self, step: Step, mismatches: list[str], obs: Observation, ctx: StepContext) -> str:
