@@ -214,12 +214,12 @@ verdict: {acked_loss: none}
 """
 
 
-def test_a_difference_from_the_model_on_partition_1_only_is_caught_naming_it() -> None:
+def test_a_difference_from_the_model_on_partition_1_only_is_caught_naming_it(tmp_path: Path) -> None:
     """Partitions [0,1], [1,2], [2,0]: broker 2's crash puts it into partition 1's ELR (the
     follower) and moves partition 2 to 0 with 2 in its ELR; the fake hides partition 1's."""
     ok = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Fake(), "kafka")
     assert ok.passed, ok.message
-    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Partition1ElrIgnored(), "kafka")
+    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Partition1ElrIgnored(), "kafka", tmp_path)
     assert not result.passed
     assert "after crash, the system differs from the model in partition 1: elr: model [2], observed []" \
         in result.message
@@ -227,6 +227,7 @@ def test_a_difference_from_the_model_on_partition_1_only_is_caught_naming_it() -
     assert [(d["step"], d["field"], d["partition"]) for d in result.disagreements] == [("T1", "elr", 1),
                                                                                       ("finale", "elr", 1)]
     assert [(f.step, f.what) for f in result.failures] == [("T1", "elr"), ("finale", "elr")]
+    assert [e.get("partition") for e in _events(result) if e["type"] == "disagreement"] == [1, 1]
 
 
 def test_the_hwm_bounds_hold_on_each_partition() -> None:

@@ -808,7 +808,8 @@ class Executor:
         ctx.differences.append(d)
         self.history.record("disagreement", after=d.after, field=d.field, differences=[str(d)],
                             observed_value=_plain(d.observed), model_value=_plain(d.model),
-                            observed=d.observed_state, model=d.model_state)
+                            observed=d.observed_state, model=d.model_state,
+                            **({"partition": d.partition} if d.partition else {}))
 
     def _hold_produce_to_model(self, got: ProduceOutcome, want: list[tuple[ModelCluster, ProduceOutcome]],
                                ctx: StepContext) -> None:
