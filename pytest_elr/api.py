@@ -58,6 +58,7 @@ class ClusterHandle:
         )
         self.brokers = cluster.brokers
         self.cluster = cluster
+        self.topic = topic
         self.run = ScenarioRun(scenario, backend, profile, history_root, checker)
         self.history = self.run.history
         self._executor = self.run.executor
@@ -132,7 +133,8 @@ class ClusterHandle:
         if not. Like a YAML step's end: the invariants are checked and what became readable is read."""
         where = _caller()
         self._refuse_after_verdict("expect", where)
-        checks = expectation_from_python(expected, self.brokers, where, self.cluster.controllers)
+        checks = expectation_from_python(expected, self.brokers, where, self.cluster.controllers,
+                                         self.topic.partitions)
         counted = [key for key in ELECTION_COUNTS if key in checks]
         if counted and not self._executor.count_elections:
             raise ScenarioError(f"expect: {counted[0]} counts elections since the start, which were not read "

@@ -607,7 +607,8 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
     def make(brokers: int | list[int] = 3, replicas: list[int] | None = None, min_insync_replicas: int | None = None,
              controllers: int = 1, profile: str | None = None, topic: str = "elr-test",
              acked_loss: str | None = None, min_isr: int | None = None, log_dirs: int = 1,
-             elections: bool = False) -> ClusterHandle:
+             elections: bool = False, partitions: int | None = None,
+             assignment: dict[int, list[int]] | None = None) -> ClusterHandle:
         # Validated as a scenario's cluster, topic and verdict: errors name the test's own line.
         frame = sys._getframe(1)
         where = (frame.f_code.co_filename, frame.f_lineno)
@@ -618,11 +619,18 @@ def elr_cluster(request: pytest.FixtureRequest, elr_profile: str,
                           "language's name", DeprecationWarning, stacklevel=2)
             min_insync_replicas = min_isr
         ids = list(range(brokers)) if isinstance(brokers, int) and 0 < brokers <= MAX_BROKERS else brokers
+        topic_doc: dict[str, Any] = {"name": topic,
+                                     "min_insync_replicas": 2 if min_insync_replicas is None else min_insync_replicas}
+        if partitions is not None:
+            topic_doc["partitions"] = partitions
+        if assignment is not None:
+            topic_doc["assignment"] = assignment
+            if replicas is not None:
+                topic_doc["replicas"] = replicas  # refused beside an assignment, as in YAML
+        else:
+            topic_doc["replicas"] = ids if replicas is None else replicas
         spec, topic_spec = cluster_and_topic_from_python(
-            {"brokers": ids, "controllers": controllers, "log_dirs": log_dirs},
-            {"name": topic, "replicas": ids if replicas is None else replicas,
-             "min_insync_replicas": 2 if min_insync_replicas is None else min_insync_replicas},
-            where)
+            {"brokers": ids, "controllers": controllers, "log_dirs": log_dirs}, topic_doc, where)
         chosen = profile or elr_profile
         if chosen not in PROFILE_NAMES:
             raise ScenarioError(f"elr_cluster: unknown profile {chosen!r}; expected one of "

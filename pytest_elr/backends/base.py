@@ -49,6 +49,10 @@ class Backend(ABC):
     kafka_version: str | None = None
     #: fields of Observation this backend cannot read (e.g. ``recovering``)
     cannot_observe: ClassVar[frozenset[str]] = frozenset()
+    #: whether the backend stages a topic of several partitions (creates them, observes each in
+    #: ``Observation.partitions``, spreads produce over them, ``drain_partitions``); one that does
+    #: not is refused such a topic before anything starts, never run on partition 0 alone
+    many_partitions: ClassVar[bool] = False
 
     def __init__(self, session: Session | None = None, version: str | None = None) -> None:
         """``session``: what ``new_session`` made for this pytest session; ``version``: the release of
@@ -87,6 +91,11 @@ class Backend(ABC):
     def drain(self) -> Read:
         """Read the partition from the beginning up to the final HWM (what a consumer can see). A
         read that stops short of the HWM (``end_offset``) is a harness error, never a loss."""
+
+    def drain_partitions(self) -> dict[int, Read]:
+        """Every partition of the topic read as ``drain`` reads partition 0, by partition number.
+        The default: a backend of one-partition topics (partition 0 only)."""
+        return {0: self.drain()}
 
     @abstractmethod
     def close(self) -> None:

@@ -18,11 +18,13 @@ faults (:mod:`pytest_elr.faults`) or the cluster's client (:mod:`pytest_elr.sut.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import lru_cache, singledispatchmethod
 from typing import Any, ClassVar, cast
 
@@ -141,6 +143,7 @@ def _open_dist(path: str, _version: object) -> KafkaDist:
 class KafkaBackend(Backend):
     name: ClassVar[str] = "kafka"
     profiles: ClassVar[frozenset[str]] = frozenset({"kafka", "legacy"})
+    many_partitions: ClassVar[bool] = True
     settles_instantly: ClassVar[bool] = False
 
     @classmethod
@@ -183,10 +186,14 @@ class KafkaBackend(Backend):
         #: with, for the next run on the pooled cluster
         self._cluster_min_isr_set = False
         self._workload: BackgroundProducer | None = None
-        # the controller's record last read from its metadata log (LeaderRecoveryState, the
-        # partition epoch), and the partition state it was read for
-        self._registration_read: tuple[tuple[object, ...], Registration | None] | None = None
-        self._miss_recorded: tuple[tuple[object, ...], str] | None = None
+        # per partition, the controller's record last read from its metadata log (LeaderRecoveryState,
+        # the partition epoch), and the partition state it was read for
+        self._registration_read: dict[int, tuple[tuple[object, ...], Registration | None]] = {}
+        self._miss_recorded: dict[int, tuple[tuple[object, ...], str]] = {}
+        #: the topic's partitions, and the records sent so far (record k goes to partition k mod N,
+        #: as the model sends them)
+        self._partitions = 1
+        self._sent = 0
         #: per controller (node id), its election meters at this run's first read; None: not read
         self._meter_bases: dict[int, dict[str, int]] | None = None
         #: controllers this run crashed, restarted or not: their meters started again from zero
@@ -229,18 +236,20 @@ class KafkaBackend(Backend):
         self._meter_bases = None
         self.topic = f"{topic.name}-{secrets.token_hex(3)}"
         self._errors_seen = self._rejection_count()
-        self.client.create_topic(self.topic, {0: list(topic.replicas)},
+        self._partitions, self._sent = topic.partitions, 0
+        self.client.create_topic(self.topic, {i: list(r) for i, r in enumerate(topic.assignment)},
                                  min_insync_replicas=topic.min_insync_replicas)
-        # The observer answers every later read: wait until its metadata has the topic too.
-        state = self.client.await_partition(self.topic, lambda p: set(p.isr) == set(topic.replicas),
-                                            via=OBSERVER_ID, timeout_s=30)
-        # And the controllers' record of it: the partition epoch the run starts from (without it the
-        # first step's "did the epoch move" has nothing to compare with; a read once found none).
-        try:
-            await_value(lambda: self.client.registration(state), lambda reg: reg is not None, timeout_s=30,
-                        what=f"the controllers' metadata log record of {self.topic}-0")
-        except TimeoutError as exc:
-            raise BackendError(f"{exc} ({self.client.registration_miss})") from None
+        for i, replicas in enumerate(topic.assignment):
+            # The observer answers every later read: wait until its metadata has the topic too.
+            state = self.client.await_partition(self.topic, lambda p, r=replicas: set(p.isr) == set(r),
+                                                partition=i, via=OBSERVER_ID, timeout_s=30)
+            # And the controllers' record of it: the partition epoch the run starts from (without it the
+            # first step's "did the epoch move" has nothing to compare with; a read once found none).
+            try:
+                await_value(lambda st=state: self.client.registration(st), lambda reg: reg is not None,
+                            timeout_s=30, what=f"the controllers' metadata log record of {self.topic}-{i}")
+            except TimeoutError as exc:
+                raise BackendError(f"{exc} ({self.client.registration_miss})") from None
 
     @staticmethod
     def _instrumentation() -> Any:
@@ -329,7 +338,7 @@ class KafkaBackend(Backend):
     def apply(self, action: Action) -> Result:
         # A state seen before may come back with a higher partition epoch (an ISR that shrank and
         # grew again): after an action, the record is read again.
-        self._registration_read = None
+        self._registration_read = {}
         try:
             return self._do(action)
         except SutError as exc:  # the harness could not do it: an error of the run, never a finding
@@ -695,13 +704,13 @@ class KafkaBackend(Backend):
         producer = self._producer(acks)
         pending = count
 
-        def record(op: str, ident: int, value: str, offset: int | None, error: str | None) -> None:
+        def record(op: str, ident: int, value: str, offset: int | None, error: str | None, partition: int) -> None:
             if history is not None:
                 word = {} if op == "invoke" else {"outcome": classify(error, acks)}
-                history.record("produce", op=op, id=ident, value=value, acks=acks, partition=0,
+                history.record("produce", op=op, id=ident, value=value, acks=acks, partition=partition,
                                offset=offset, error=error, **word, **({"tick": True} if tick else {}))
 
-        def delivered(ident: int, value: str) -> Any:
+        def delivered(ident: int, value: str, partition: int) -> Any:
             def callback(err: KafkaError | None, msg: Any) -> None:
                 nonlocal pending
                 pending -= 1
@@ -709,22 +718,26 @@ class KafkaBackend(Backend):
                     offset = msg.offset() if acks != "0" else None
                     if acks != "0":
                         outcome.acked += 1
-                    record("ok", ident, value, offset if offset is not None and offset >= 0 else None, None)
+                    record("ok", ident, value, offset if offset is not None and offset >= 0 else None, None,
+                           partition)
                 else:
                     # Definite only when the leader refused before appending (see workload.producer).
                     op = "fail" if is_definite(err.name()) else "info"
                     name = err.name().lstrip("_")
                     outcome.failed[name] = outcome.failed.get(name, 0) + 1
-                    record(op, ident, value, None, name)
+                    record(op, ident, value, None, name, partition)
             return callback
 
         prefix = "tick" if tick else "v"
         for _ in range(count):
             ident = history.new_id() if history is not None else 0
             value = f"{prefix}{ident}-{secrets.token_hex(2)}"
-            record("invoke", ident, value, None, None)
-            producer.produce(self.topic, value=value.encode(), partition=0,
-                             on_delivery=delivered(ident, value))
+            # round-robin as the model sends: the k-th record of the run to partition k mod N
+            partition = 0 if tick else self._sent % self._partitions
+            self._sent += 0 if tick else 1
+            record("invoke", ident, value, None, None, partition)
+            producer.produce(self.topic, value=value.encode(), partition=partition,
+                             on_delivery=delivered(ident, value, partition))
         producer.flush(PRODUCE_TIMEOUT_S + 5)  # serves the delivery callbacks until every send has its answer
         outcome.pending = pending
         return outcome
@@ -732,6 +745,9 @@ class KafkaBackend(Backend):
     def nudge(self) -> None:
         """One acks=1 record: Kafka shrinks the ISR only when a follower is *behind* the leader."""
         self._produce(1, "1", tick=True)
+        for i in range(1, self._partitions):  # every partition's followers may have to fall behind
+            with contextlib.suppress(KafkaProtocolError):
+                self.client.produce(self.topic, [b"tick"], i, acks=1, timeout_ms=2000)
 
     # --- observation -------------------------------------------------------------------------
 
@@ -741,25 +757,41 @@ class KafkaBackend(Backend):
         torn view -- an old leader beside the new fenced set -- is no state the cluster was in)."""
         client, network = self.client, self.faults.network
         try:
-            p = client.describe_partition(self.topic, via=OBSERVER_ID)
+            # every partition in one DescribeTopicPartitions round trip (paged), before and after the fenced set
+            ps = client.partitions(self.topic, via=OBSERVER_ID)
             for _ in range(OBSERVE_TRIES):
                 fenced = client.fenced_brokers(via=OBSERVER_ID)
-                again = client.describe_partition(self.topic, via=OBSERVER_ID)
-                if again == p:
+                again = client.partitions(self.topic, via=OBSERVER_ID)
+                if again == ps:
                     break
-                p = again
-            offsets = client.offsets(self.topic, state=p)
+                ps = again
+            by_number = {p.partition: p for p in ps}
+            missing = [i for i in range(self._partitions) if i not in by_number]
+            if missing:
+                raise KafkaProtocolError(f"{self.topic} has no partition {missing[0]} in the observer's metadata")
+            offsets = {i: client.offsets(self.topic, i, state=by_number[i]) for i in range(self._partitions)}
         except KafkaProtocolError as exc:
             raise BackendError(f"cannot observe the cluster: {exc}") from None
-        return Observation(
-            leader=p.leader, leader_epoch=p.leader_epoch, isr=tuple(sorted(p.isr)),
-            elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
-            fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=offsets.hwm, replicas=p.replicas,
-            leo={b: v for b, v in offsets.leo.items() if v is not None},
-            **self._registration(p),
-            held=tuple(sorted(s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0)),
-            active_controller=self._active_controller(),
-        )
+        held = {s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0}
+        active = self._active_controller()
+
+        def one(i: int) -> Observation:
+            p, o = by_number[i], offsets[i]
+            return Observation(
+                leader=p.leader, leader_epoch=p.leader_epoch, isr=tuple(sorted(p.isr)),
+                elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
+                fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=o.hwm, replicas=p.replicas,
+                leo={b: v for b, v in o.leo.items() if v is not None},
+                **self._registration(p),
+                # a held request is the broker's, not a partition's: partition 0 shows every holder, the
+                # others the holder among their leader
+                held=tuple(sorted(held if i == 0 else held & {p.leader})),
+                active_controller=active,
+            )
+        first = one(0)
+        if self._partitions == 1:
+            return first
+        return replace(first, partitions={i: one(i) for i in range(1, self._partitions)})
 
     def _registration(self, p: PartitionState) -> dict[str, Any]:
         """LeaderRecoveryState, the partition epoch and the replicas a reassignment adds and removes,
@@ -767,12 +799,13 @@ class KafkaBackend(Backend):
         with them at no extra request), read again when the partition's state changed or an action was
         done (an unclean election and the recovery's end both change the state); None: not read."""
         key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr, p.replicas)
-        if self._registration_read is None or self._registration_read[0] != key or self._registration_read[1] is None:
-            self._registration_read = (key, self.client.registration(p))
-        reg = self._registration_read[1]
+        read = self._registration_read.get(p.partition)
+        if read is None or read[0] != key or read[1] is None:
+            read = self._registration_read[p.partition] = (key, self.client.registration(p))
+        reg = read[1]
         miss = (key, self.client.registration_miss)
-        if reg is None and self.history is not None and miss != self._miss_recorded:
-            self._miss_recorded = miss  # the history says why the epoch is unknown, once per state and reason
+        if reg is None and self.history is not None and miss != self._miss_recorded.get(p.partition):
+            self._miss_recorded[p.partition] = miss  # why the epoch is unknown, once per state and reason
             self.history.record("registration_miss", state=str(p), why=self.client.registration_miss)
         return {"recovering": reg.recovering if reg else None, "partition_epoch": reg.partition_epoch if reg else None,
                 "adding": reg.adding if reg else None, "removing": reg.removing if reg else None}
@@ -836,6 +869,16 @@ class KafkaBackend(Backend):
                        skip=lambda v: v.startswith("tick"),
                        min_offset=max_acked_offset(self.history) if self.history is not None else None)
         return Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
+
+    def drain_partitions(self) -> dict[int, Read]:
+        """Every partition read to its HWM, one after the other."""
+        reads = {0: self.drain()}
+        for i in range(1, self._partitions):
+            result = drain(self._bootstrap(), self.topic, None, partition=i, timeout_s=DRAIN_TIMEOUT_S,
+                           skip=lambda v: v.startswith("tick"),
+                           min_offset=max_acked_offset(self.history, i) if self.history is not None else None)
+            reads[i] = Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
+        return reads
 
     def read(self, start: int) -> Read:
         """From ``start`` up to the HWM, as a consumer sees it now."""

@@ -20,6 +20,7 @@ class ModelBackend(Backend):
     name: ClassVar[str] = "model"
     profiles: ClassVar[frozenset[str]] = frozenset(PROFILE_NAMES)
     settles_instantly: ClassVar[bool] = True
+    many_partitions: ClassVar[bool] = True
 
     def __init__(self, session: Session | None = None, version: str | None = None, rules: Rules | None = None) -> None:
         self._rules = rules  # a mutant of the oracle (see pytest_elr.model.mutants)
@@ -44,7 +45,7 @@ class ModelBackend(Backend):
 
     def apply(self, action: Action) -> Result:
         model = self._model()
-        first_send = len(model.sends)
+        first_send = len(model.send_log)
         result = model.apply(action)
         self._record_sends(first_send)  # a produce's records; nothing for any other action
         self._record_completions()
@@ -73,12 +74,16 @@ class ModelBackend(Backend):
     def drain(self) -> Read:
         return self.read(0)
 
-    def read(self, start: int) -> Read:
+    def drain_partitions(self) -> dict[int, Read]:
+        return {i: self.read(0, i) for i in self._model().partitions}
+
+    def read(self, start: int, partition: int = 0) -> Read:
         model = self._model()
-        leader = model.leader_replica()
-        if leader is None or model.part.leader in model.fenced:
+        p = model.partitions[partition]
+        leader = p.leader_replica()
+        if leader is None or p.part.leader in model.fenced:
             return Read([], None)  # no leader to read from
-        return Read(model.drain()[start:], leader.hwm)
+        return Read(model.drain(partition)[start:], leader.hwm)
 
     def close(self) -> None:
         self.model = None
@@ -94,25 +99,26 @@ class ModelBackend(Backend):
         model, history = self._model(), self.history
         if history is None:
             return
-        for i, send in enumerate(model.sends[first:], start=first):
+        for i, (partition, send) in enumerate(model.send_log[first:], start=first):
             history.record("produce", op="invoke", id=i, value=send.value, acks=send.acks,
-                           partition=0, offset=None, error=None)
+                           partition=partition, offset=None, error=None)
 
     def _record_completions(self) -> None:
         model, history = self._model(), self.history
         if history is None:
             return
-        # Sends complete in order, so everything before the first pending one is final.
-        while self._sends_recorded < len(model.sends):
-            send = model.sends[self._sends_recorded]
+        # Sends complete in order (within a partition; across partitions an answer waits for the
+        # sends before it), so everything before the first pending one is final.
+        while self._sends_recorded < len(model.send_log):
+            partition, send = model.send_log[self._sends_recorded]
             if send.status == "pending":
                 break
             if send.status == "ok":
                 history.record("produce", op="ok", id=self._sends_recorded, value=send.value,
-                               acks=send.acks, partition=0, offset=send.offset, error=None,
+                               acks=send.acks, partition=partition, offset=send.offset, error=None,
                                outcome=classify(None, send.acks))
             elif send.status == "fail":
                 history.record("produce", op="fail", id=self._sends_recorded, value=send.value,
-                               acks=send.acks, partition=0, offset=None, error=send.error,
+                               acks=send.acks, partition=partition, offset=None, error=send.error,
                                outcome=classify(send.error, send.acks))
             self._sends_recorded += 1

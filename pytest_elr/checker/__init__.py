@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from pytest_elr.checker.confirm import SPARK_EXAMPLES, Confirmation, Mismatch
 from pytest_elr.checker.inline import check_history
-from pytest_elr.checker.verdict import Verdict
+from pytest_elr.checker.verdict import Verdict, by_partition
 from pytest_elr.core.history import History
 
 __all__ = ["CHECKERS", "Checker", "Confirmation", "Mismatch", "Verdict", "check_history", "inline_checker",
@@ -39,6 +39,7 @@ def spark_checker(history: History) -> Verdict:
 
 
 def _saved(history: History, verdict: Verdict) -> Verdict:
+    verdict.partitions = by_partition(history.events)  # several partitions: each one's counts too
     if history.directory is not None:
         verdict.save(history.directory)
     return verdict

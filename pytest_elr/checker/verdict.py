@@ -8,6 +8,7 @@ from a run directory's ``verdict.json``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,10 @@ class Verdict:
     lost: list[tuple[str, int | None]] = field(default_factory=list)  # examples: (value, offset)
     anomalies: dict[str, int] = field(default_factory=dict)  # every kind the checker counted
     checker: str = "inline"  # who judged: "spark" | "inline"
+    #: a topic of several partitions: per partition, its acknowledged acks=all records (``acked``),
+    #: the records read from it (``read``) and the acknowledged ones never read (``lost``); empty for
+    #: one partition (``by_partition``)
+    partitions: dict[int, dict[str, int]] = field(default_factory=dict)
 
     @property
     def fatal(self) -> dict[str, int]:
@@ -72,14 +77,18 @@ class Verdict:
         return shown + more
 
     def to_dict(self) -> dict[str, Any]:
-        return {"checker": self.checker, "acked": self.acked, "read": self.read, "lost_count": self.lost_count,
-                "lost": [[value, offset] for value, offset in self.lost], "anomalies": dict(self.anomalies)}
+        out = {"checker": self.checker, "acked": self.acked, "read": self.read, "lost_count": self.lost_count,
+               "lost": [[value, offset] for value, offset in self.lost], "anomalies": dict(self.anomalies)}
+        if self.partitions:  # a one-partition topic's verdict stays as it was
+            out["partitions"] = {str(p): dict(counts) for p, counts in sorted(self.partitions.items())}
+        return out
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Verdict:
         return cls(acked=doc["acked"], read=doc["read"], lost_count=doc["lost_count"],
                    lost=[(str(value), offset) for value, offset in doc["lost"]],
-                   anomalies=dict(doc["anomalies"]), checker=doc["checker"])
+                   anomalies=dict(doc["anomalies"]), checker=doc["checker"],
+                   partitions={int(p): dict(c) for p, c in doc.get("partitions", {}).items()})
 
     def save(self, run_dir: Path) -> None:
         """Write ``verdict.json`` into the run directory it judged."""
@@ -92,3 +101,22 @@ class Verdict:
             return cls.from_dict(json.loads((Path(run_dir) / VERDICT_FILE).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+def by_partition(events: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, int]]:
+    """Per partition of a topic of several (events naming a partition other than 0), what its
+    acks=all records came to: ``acked`` (acknowledged), ``read`` (records read from it, each value
+    once) and ``lost`` (acknowledged, never read from any partition); empty for one partition."""
+    acked: dict[int, set[str]] = {}
+    read: dict[int, set[str]] = {}
+    for e in events:
+        p = e.get("partition") or 0
+        if e.get("type") == "produce" and e.get("op") == "ok" and str(e.get("acks")) in ("all", "-1"):
+            acked.setdefault(p, set()).add(e["value"])
+        elif e.get("type") == "consume":
+            read.setdefault(p, set()).add(e["value"])
+    if not any(acked) and not any(read):
+        return {}
+    every_read = set().union(*read.values()) if read else set()
+    return {p: {"acked": len(acked.get(p, ())), "read": len(read.get(p, ())),
+                "lost": len(acked.get(p, set()) - every_read)} for p in sorted(set(acked) | set(read))}

@@ -14,6 +14,7 @@ MAX_TEXT_CHARS = 10_000  # description, note
 MAX_STEPS = 200
 MAX_ACTIONS_PER_STEP = 50
 MAX_BROKERS = 9  # brokers in a cluster
+MAX_PARTITIONS = 1000  # partitions of the topic
 MAX_BROKER_ID = 99
 MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 1_000, 120_000
 MAX_LOG_DIRS = 4  # log directories per broker (JBOD)

@@ -37,8 +37,21 @@ class Observation:
     #: the controller (0 .. controllers - 1) leading the metadata quorum; None: no leader (no
     #: majority of the controllers runs), or a backend that does not read it
     active_controller: int | None = None
+    #: the topic's other partitions (1, 2, ...) as observed in the same read, each its own
+    #: observation; empty for a one-partition topic (this observation is partition 0's)
+    partitions: Mapping[int, Observation] = field(default_factory=dict)
+
+    def of(self, partition: int) -> Observation | None:
+        """Partition ``partition``'s observation (None: not observed)."""
+        return self if partition == 0 else self.partitions.get(partition)
 
     def as_event(self) -> dict[str, object]:
+        event = self._event()
+        if self.partitions:  # a one-partition topic's event stays as it was
+            event["partitions"] = {str(i): o._event() for i, o in sorted(self.partitions.items())}
+        return event
+
+    def _event(self) -> dict[str, object]:
         return {
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,

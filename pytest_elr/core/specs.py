@@ -19,9 +19,21 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
+    #: partition 0's replicas (its first is the preferred leader)
     replicas: tuple[int, ...]
     min_insync_replicas: int
     unclean_recovery: str | None = None  # kip966 profile only: none | balanced | aggressive
+    #: the replicas of partitions 1, 2, ... in order (``topic: {partitions: N}``); none: one partition
+    more_partitions: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def partitions(self) -> int:
+        return 1 + len(self.more_partitions)
+
+    @property
+    def assignment(self) -> tuple[tuple[int, ...], ...]:
+        """Every partition's replicas, by partition number."""
+        return (self.replicas, *self.more_partitions)
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,13 @@ from pytest_elr.model.profiles import Profile, UncleanRecovery, get_profile
 
 
 def build_model(cluster: ClusterSpec, topic: TopicSpec, profile: str | Profile) -> ModelCluster:
-    """The model of ``topic``'s partition on ``cluster`` under ``profile``."""
+    """The model of ``topic``'s partitions on ``cluster`` under ``profile``."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
     if topic.unclean_recovery is not None:
         prof = prof.with_unclean_recovery(UncleanRecovery(topic.unclean_recovery))
     return ModelCluster(cluster.brokers, list(topic.replicas), topic.min_insync_replicas, prof,
-                        controllers=cluster.controllers)
+                        controllers=cluster.controllers,
+                        more_partitions=tuple(list(r) for r in topic.more_partitions))
 
 
 __all__ = ["ModelCluster", "build_model"]

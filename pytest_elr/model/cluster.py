@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from dataclasses import InitVar, dataclass, field
+from dataclasses import InitVar, dataclass, field, replace
 from functools import singledispatchmethod
 
 from pytest_elr.actions import (
@@ -114,6 +114,8 @@ class ModelCluster:
     #: the replicas of partitions 1, 2, ... in order (the scenario language names one partition:
     #: only a model built in Python has more, until the language slice of issue 27)
     more_partitions: InitVar[tuple[list[int], ...]] = ()
+    #: every record sent, in the order sent, with its partition
+    send_log: list[tuple[int, Send]] = field(default_factory=list)
     _next_value: int = 0
     _next_epoch: int = 1
 
@@ -229,20 +231,23 @@ class ModelCluster:
         return controller.hwm_reevaluated(p.hwm_waits_since is None) and \
             controller.hwm_may_advance(p.part.isr, self.eff_min_isr_of(p), self.profile.rules)
 
-    def mark_hwm(self) -> None:
+    def mark_hwm(self, only: set[int] | None = None) -> None:
         """The executor held the system's HWM to this state now: windows count from here, and
-        this state's own moment counts as one if it lets the HWM advance."""
+        this state's own moment counts as one if it lets the HWM advance. ``only``: the partitions
+        whose HWM the system told (None: every one)."""
         for p in self.partitions.values():
+            if only is not None and p.id not in only:
+                continue
             p.hwm_window_open = self.hwm_may_advance_now(p)
             p.hwm_at_mark = p.hwm()
 
-    def hwm_frozen_since_mark(self) -> bool:
+    def hwm_frozen_since_mark(self, partition: int = 0) -> bool:
         """The HWM cannot have moved since ``mark_hwm``: no state on the way (nor the marked one,
         nor this one) let it advance, and this state's own HWM did not go back (a loss: an unclean
         election, a truncated leader) -- KIP-966 "Additional High Watermark advancement
         requirement": "High Watermark can only advance if the ISR size is larger or equal to
-        min.insync.replicas". Of partition 0, the one the executor observes."""
-        p = self.partitions[0]
+        min.insync.replicas". Of one partition (partition 0 by default)."""
+        p = self.partitions[partition]
         return not p.hwm_window_open and not self.hwm_may_advance_now(p) and p.hwm() == p.hwm_at_mark
 
     def absorb_hwm_window(self, twin: ModelCluster) -> None:
@@ -274,7 +279,13 @@ class ModelCluster:
         return isr
 
     def observe(self) -> Observation:
-        p = self.partitions[0]
+        """Every partition's state: partition 0's, the others' in ``partitions`` (none for one)."""
+        first = self.observe_partition(self.partitions[0])
+        if len(self.partitions) == 1:
+            return first
+        return replace(first, partitions={i: self.observe_partition(p) for i, p in self.partitions.items() if i})
+
+    def observe_partition(self, p: ModelPartition) -> Observation:
         part = p.part
         return Observation(
             leader=part.leader,
@@ -362,11 +373,11 @@ class ModelCluster:
         return all(p.ledger.within(p.frozen_min_isr) for p in self.partitions.values()) \
             and not self.ctx.chosen_unclean_elections
 
-    def hwm_covers_committed(self) -> bool:
-        """Partition 0's leader's HWM still covers every record that was ever below a HWM: the
+    def hwm_covers_committed(self, partition: int = 0) -> bool:
+        """A partition's (0 by default) leader's HWM still covers every record that was ever below a HWM: the
         model lost nothing committed (Kafka's rules can lose it within the tolerance: the ``kafka``
         profile's election of a lossy last leader)."""
-        p = self.partitions[0]
+        p = self.partitions[partition]
         leader, n = p.leader_replica(), len(p.committed)
         return leader is not None and leader.hwm >= n and leader.log[:n] == p.committed
 
@@ -375,9 +386,10 @@ class ModelCluster:
         partition)."""
         return all(p.ledger.within(p.frozen_min_isr, {broker} & p.trusted()) for p in self.partitions.values())
 
-    def drain(self) -> list[ConsumedRecord]:
-        leader = self.leader_replica()
-        if leader is None or self.part.leader in self.fenced:
+    def drain(self, partition: int = 0) -> list[ConsumedRecord]:
+        p = self.partitions[partition]
+        leader = p.leader_replica()
+        if leader is None or p.part.leader in self.fenced:
             return []
         return [ConsumedRecord(i, r.value) for i, r in enumerate(leader.log[: leader.hwm])]
 
@@ -890,40 +902,49 @@ class ModelCluster:
     # --- produce -----------------------------------------------------------------------------
 
     def _produce(self, action: Produce) -> ProduceOutcome:
+        """The records go round-robin over the partitions by their number: ``v<k>`` to partition
+        k mod N (all to partition 0 for one), each partition's share one request to its leader."""
         outcome = ProduceOutcome(acks=action.acks, sent=action.count)
-        values = [f"v{self._next_value + i}" for i in range(action.count)]
+        first = self._next_value
         self._next_value += action.count
-        p = self.partition  # the action names no partition: partition 0
-        sends = [Send(v, action.acks) for v in values]
+        n = len(self.partitions)
+        for i, p in self.partitions.items():
+            values = [f"v{k}" for k in range(first + (i - first) % n, first + action.count, n)]
+            if values:
+                self._produce_to(p, values, action.acks, outcome)
+        return outcome
+
+    def _produce_to(self, p: ModelPartition, values: list[str], acks: str, outcome: ProduceOutcome) -> None:
+        sends = [Send(v, acks) for v in values]
         p.sends += sends
+        self.send_log += [(p.id, send) for send in sends]
         leader = p.part.leader
         error: str | None
         if leader is None or not self.brokers[leader].running or leader in self.fenced:
             error = "NOT_LEADER_OR_FOLLOWER"
         else:
-            error = controller.produce_rejection(action.acks, p.part.isr, self.eff_min_isr_of(p), self.profile.rules)
+            error = controller.produce_rejection(acks, p.part.isr, self.eff_min_isr_of(p), self.profile.rules)
         if error is not None:
-            outcome.failed[error] = action.count
+            outcome.failed[error] = outcome.failed.get(error, 0) + len(values)
             for send in sends:
                 send.status, send.error = "fail", error
-            return outcome
+            return
         assert leader is not None
         log = p.logs[leader]
-        records = [Record(v, p.part.leader_epoch, action.acks) for v in values]
+        records = [Record(v, p.part.leader_epoch, acks) for v in values]
         first = log.leo
         log.log.extend(records)
         p.hwm_waits_since = None  # an append: the leader evaluates its HWM again
         for i, send in enumerate(sends):
             send.offset = first + i
-        if action.acks == "all":
+        if acks == "all":
             p.pending_produce.append(ProduceRequest(first, records, outcome, sends))
-            outcome.pending = action.count
+            outcome.pending += len(values)
         else:
             # acks=1 is acknowledged at the leader's append; acks=0 is never answered.
-            outcome.acked = action.count if action.acks == "1" else 0
+            outcome.acked += len(values) if acks == "1" else 0
             for send in sends:
-                send.status = "ok" if action.acks == "1" else "sent"
-        return outcome
+                send.status = "ok" if acks == "1" else "sent"
 
     def _finish_produce(self, p: ModelPartition) -> None:
         """Complete acks=all requests the way Kafka's delayed produce does."""
@@ -950,12 +971,12 @@ class ModelCluster:
 
     @staticmethod
     def _complete(req: ProduceRequest, error: str | None) -> None:
-        out = req.outcome
+        out, n = req.outcome, len(req.sends)  # an outcome spans one request per partition
         if error is None:
-            out.acked += out.pending
+            out.acked += n
         else:
-            out.failed[error] = out.failed.get(error, 0) + out.pending
-        out.pending = 0
+            out.failed[error] = out.failed.get(error, 0) + n
+        out.pending -= n
         for send in req.sends:
             send.status, send.error = ("ok", None) if error is None else ("fail", error)
 

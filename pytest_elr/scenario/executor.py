@@ -58,6 +58,7 @@ from pytest_elr.model.profiles import Profile, get_profile
 from pytest_elr.scenario.schema import (
     ANY_CONTROLLER,
     ELECTION_COUNTS,
+    PARTITIONS,
     Failure,
     KnownFailure,
     Scenario,
@@ -128,12 +129,18 @@ class Difference:
     model_state: str
     reason: str | None = None
     source: str | None = None
+    #: the partition it is in (a one-partition topic's differences are all partition 0's)
+    partition: int = 0
 
     def __str__(self) -> str:
-        return f"{self.field}: model {_show(self.model)}, observed {_show(self.observed)}"
+        where = f"partition {self.partition}: " if self.partition else ""
+        return f"{where}{self.field}: model {_show(self.model)}, observed {_show(self.observed)}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: _plain(v) for k, v in asdict(self).items()}
+        out = {k: _plain(v) for k, v in asdict(self).items()}
+        if not self.partition:
+            del out["partition"]  # a one-partition topic's history stays as it was
+        return out
 
 
 @dataclass
@@ -266,6 +273,7 @@ class Executor:
         #: the highest offset of an acknowledged acks=all record in the history, and how far it is read
         self._acked_all_max: int | None = None
         self._events_scanned = 0
+        self._other_events_scanned = 0
         #: why the final read could not be judged (a harness error beside failed steps), if so
         self.final_read_error: str | None = None
         #: end the run at the first failing step that no known failure of the release declares (a
@@ -284,6 +292,12 @@ class Executor:
         #: the system's partition epoch at the latest settle (the model's: each state's
         #: ``partition_epoch_at_mark``)
         self._partition_epoch_mark: int | None = None
+        #: the same three for the topic's other partitions (1, 2, ...), by partition number
+        self._partition_epoch_marks: dict[int, int | None] = {}
+        self._hwm_marks: dict[int, int] = {}
+        self._acked_all_max_of: dict[int, int] = {}
+        #: per other partition, its HWM at the latest step's end that knew one (label, HWM)
+        self._hwm_seen_of: dict[int, tuple[str, int]] = {}
 
     @property
     def last_hwm(self) -> int | None:
@@ -295,6 +309,9 @@ class Executor:
     def start(self) -> None:
         """Start the backend and its oracle: the one start path of YAML runs and the Python API."""
         s = self.scenario
+        if s.topic.partitions > 1 and not self.backend.many_partitions:
+            raise BackendError(f"the {self.backend.name} backend stages topics of one partition: a topic of "
+                               f"{s.topic.partitions} partitions cannot run on it (nothing was started)")
         self.backend.start(s.cluster, s.topic, self.profile, self.history)
         own = self.backend.own_model()
         self._shadow = own is None
@@ -308,6 +325,7 @@ class Executor:
                             if getattr(obs, f) is not None and getattr(m, f) is not None}
         self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
         self._partition_epoch_mark = obs.partition_epoch
+        self._partition_epoch_marks = {i: o.partition_epoch for i, o in obs.partitions.items()}
         if self.count_elections:
             self._elections_at_start = self.backend.election_counts()
             self.history.record("election_counts", at="start", counts=self._elections_at_start)
@@ -344,12 +362,18 @@ class Executor:
                 failures.append(exc)
         self._known_here = frozenset()
         self.history.step = "final"
-        final = self.backend.drain()
-        for record in final.records:
-            self.history.record("consume", partition=0, offset=record.offset, value=record.value,
-                                reader="drain")
+        reads = {0: self.backend.drain()} if s.topic.partitions == 1 else self.backend.drain_partitions()
+        for i, read in sorted(reads.items()):
+            for record in read.records:
+                self.history.record("consume", partition=i, offset=record.offset, value=record.value,
+                                    reader="drain")
+        final = Read([r for _, read in sorted(reads.items()) for r in read.records], reads[0].end_offset
+                     if 0 in reads else None)
         try:
-            self._check_final_read(final)
+            for i in range(s.topic.partitions):
+                if i not in reads:
+                    raise BackendError(f"the final read did not read partition {i}: a harness error, not a loss")
+                self._check_final_read(reads[i], i)
         except BackendError as exc:
             if not failures:
                 raise
@@ -368,7 +392,9 @@ class Executor:
         """A step that expects what the backend cannot read would pass vacuously: refused."""
         blind = self.backend.cannot_observe
         for step in self.scenario.steps:
-            for key in sorted(set(step.expectations_for(self.profile)) & blind):
+            expected = step.expectations_for(self.profile)
+            scoped = {k for sub in expected.get(PARTITIONS, {}).values() for k in sub}
+            for key in sorted((set(expected) | scoped) & blind):
                 line = step.key_lines.get(key, step.line)
                 raise ScenarioFailure(f"step {step.label} ({self.scenario.path}:{line}): expects {key}, which the "
                                       f"{self.backend.name} backend cannot observe (a pass would prove nothing)",
@@ -503,13 +529,14 @@ class Executor:
         return None
 
     def _difference(self, name: str, observed: Any, model: Any, after: str, obs: Observation,
-                    m: Observation, timing: tuple[str, str] | None = None) -> Difference:
+                    m: Observation, timing: tuple[str, str] | None = None, partition: int = 0) -> Difference:
         """``timing``: (reason, source) when the model knows the field is timing's at this step."""
         declared = self._declared(name) or timing
         return Difference(
             step=self.history.step or "", after=after, line=self._line, field=name, observed=observed, model=model,
             observed_state=describe(obs), model_state=describe(m),
             reason=declared[0] if declared else None, source=declared[1] if declared else None,
+            partition=partition,
         )
 
     def _predicted(self, m: Observation, name: str) -> Any:
@@ -527,19 +554,34 @@ class Executor:
         does not follow (a follower behind a slow link leaves and rejoins the ISR several times:
         docs/model.md, "Epochs"), whether it writes one does not."""
         m = state.observe()
-        return replace(m, partition_epoch=int(state.part.partition_epoch != state.partition.partition_epoch_at_mark))
+        moved = replace(m, partition_epoch=int(state.part.partition_epoch != state.partition.partition_epoch_at_mark))
+        if not m.partitions:
+            return moved
+        others = {i: replace(o, partition_epoch=int(state.partitions[i].part.partition_epoch
+                                                     != state.partitions[i].partition_epoch_at_mark))
+                  for i, o in m.partitions.items()}
+        return replace(moved, partitions=others)
 
     def _observed_moved(self, obs: Observation) -> Observation:
         """The observation with its partition epoch as whether it moved since the last settle."""
-        if obs.partition_epoch is None or self._partition_epoch_mark is None:
+        if obs.partitions:
+            obs = replace(obs, partitions={i: self._moved_since(o, self._partition_epoch_marks.get(i))
+                                           for i, o in obs.partitions.items()})
+        return self._moved_since(obs, self._partition_epoch_mark)
+
+    @staticmethod
+    def _moved_since(obs: Observation, mark: int | None) -> Observation:
+        if obs.partition_epoch is None or mark is None:
             return replace(obs, partition_epoch=None)
-        return replace(obs, partition_epoch=int(obs.partition_epoch != self._partition_epoch_mark))
+        return replace(obs, partition_epoch=int(obs.partition_epoch != mark))
 
     def _mark_partition_epoch(self, obs: Observation) -> None:
         assert self.alternatives is not None
         self._partition_epoch_mark = obs.partition_epoch
+        self._partition_epoch_marks = {i: o.partition_epoch for i, o in obs.partitions.items()}
         for state in self.alternatives.states:
-            state.partition.partition_epoch_at_mark = state.part.partition_epoch
+            for p in state.partitions.values():
+                p.partition_epoch_at_mark = p.part.partition_epoch
 
     def _settle_like_model(self, action: Action, ctx: StepContext, oscillating: bool = False) -> None:
         """Hold the system to the model after an action that changes the cluster.
@@ -560,6 +602,7 @@ class Executor:
         # asks to add a follower to the ISR only once it has caught up).
         allowed = [(self._moved(state), state.caught_up_followers()) for state in self.alternatives.states]
         hwm_bounds = self._hwm_bounds()  # before the first observation: see _least_hwm
+        other_bounds = self._other_hwm_bounds()
         # A slow follower at the frozen HWM, before the action or after it, is taken back into the
         # ISR and dropped in turn, an ISR change each: whether one falls between two settles is timing.
         oscillating = oscillating or any(s.late_in_sync_candidates() for s in self.alternatives.states)
@@ -573,6 +616,9 @@ class Executor:
                      for f in names if f != "hwm" and _value(getattr(obs, f)) != _value(self._predicted(m, f))]
             if "hwm" in names:
                 found += self._hwm_differences(obs, m, hwm_bounds, action.kind)
+            for i, mi in sorted(m.partitions.items()):
+                found += self._partition_differences(i, raw, obs, mi, m, names, other_bounds.get(i, (None, None)),
+                                                     action.kind, timing)
             end = obs.leo.get(obs.leader) if obs.leader is not None else None
             behind = [b for b in sorted(caught_up) if end is None or obs.leo.get(b) != end]
             if behind:
@@ -617,6 +663,24 @@ class Executor:
         if any(fits):
             self._mark_hwm(obs)
 
+    def _partition_differences(self, i: int, raw: Observation, obs: Observation, mi: Observation,
+                               m: Observation, names: list[str], bounds: tuple[int | None, int | None],
+                               after: str, timing: tuple[str, str] | None) -> list[Difference]:
+        """Partition ``i`` (not 0) against the model's, on every field partition 0 is held to but
+        the cluster's own (``fenced``: held on partition 0): ``obs`` is the observation with its
+        partition epochs as whether they moved, ``raw`` as read."""
+        got, got_raw = obs.of(i), raw.of(i)
+        if got is None or got_raw is None:
+            return [self._difference("partitions", "not observed", f"partition {i}", after, raw, m, partition=i)]
+        found = [self._difference(f, _shown(f, getattr(got, f), got_raw, self._partition_epoch_marks.get(i)),
+                                  _shown(f, self._predicted(mi, f)), after, got_raw, mi,
+                                  timing if f == "partition_epoch" else None, partition=i)
+                 for f in names if f not in ("hwm", "fenced")
+                 and _value(getattr(got, f)) != _value(self._predicted(mi, f))]
+        if "hwm" in names:
+            found += self._hwm_differences(got, mi, bounds, after, partition=i)
+        return found
+
     # --- the HWM: bounds, not the model's value -------------------------------------------------
     #
     # The system appends records the model never sees (the kafka backend's background producer,
@@ -638,6 +702,30 @@ class Executor:
         assert self.alternatives is not None
         frozen = self._hwm_mark is not None and all(s.hwm_frozen_since_mark() for s in self.alternatives.states)
         return (self._hwm_mark if frozen else None), self._least_hwm()
+
+    def _other_hwm_bounds(self) -> dict[int, tuple[int | None, int | None]]:
+        """``_hwm_bounds`` of each other partition (1, 2, ...), read from the history as it is now."""
+        assert self.alternatives is not None
+        if len(self.alternatives.canonical.partitions) == 1:
+            return {}
+        for e in self.history.events[self._other_events_scanned:]:
+            if e.get("type") == "produce" and e.get("op") == "ok" and e.get("acks") == "all" \
+                    and e.get("offset") is not None and (e.get("partition") or 0):
+                p = e["partition"]
+                self._acked_all_max_of[p] = max(self._acked_all_max_of.get(p, -1), e["offset"])
+        self._other_events_scanned = len(self.history.events)
+        states = self.alternatives.states
+        out: dict[int, tuple[int | None, int | None]] = {}
+        for i in self.alternatives.canonical.partitions:
+            if not i:
+                continue
+            mark = self._hwm_marks.get(i)
+            frozen = mark if mark is not None and all(s.hwm_frozen_since_mark(i) for s in states) else None
+            top = self._acked_all_max_of.get(i)
+            least = None if top is None or self.expected_loss != "none" or not all(
+                s.within_tolerance() and s.hwm_covers_committed(i) for s in states) else top + 1
+            out[i] = (frozen, least)
+        return out
 
     def _least_hwm(self) -> int | None:
         """One past the highest acknowledged acks=all offset in the history, while the model
@@ -661,29 +749,40 @@ class Executor:
         return self._acked_all_max + 1
 
     def _hwm_differences(self, obs: Observation, m: Observation, bounds: tuple[int | None, int | None],
-                         after: str) -> list[Difference]:
+                         after: str, partition: int = 0) -> list[Difference]:
         frozen, least = bounds
         if obs.hwm is None:
             return []
         out = []
         if frozen is not None and obs.hwm != frozen:
             out.append(self._difference("hwm", obs.hwm, f"frozen at {frozen} (no state since it was read let it "
-                                        "advance: committed ISR under min ISR)", after, obs, m))
+                                        "advance: committed ISR under min ISR)", after, obs, m, partition=partition))
         if least is not None and obs.hwm < least:
             out.append(self._difference("hwm", obs.hwm, f"at least {least} (acks=all records acknowledged "
-                                        "below it)", after, obs, m))
+                                        "below it)", after, obs, m, partition=partition))
         return out
 
     def _mark_hwm(self, obs: Observation) -> None:
-        """The system agreed with the model here: its HWM is the next check point's."""
-        if obs.hwm is None or self.alternatives is None:
+        """The system agreed with the model here: its HWM is the next check point's (of each
+        partition whose HWM it told)."""
+        if self.alternatives is None:
             return
-        self._hwm_mark = obs.hwm
+        if not obs.partitions:
+            if obs.hwm is None:
+                return
+            self._hwm_mark = obs.hwm
+            for state in self.alternatives.states:
+                state.mark_hwm()
+            return
+        told = {i for i, o in [(0, obs), *obs.partitions.items()] if o.hwm is not None}
+        if obs.hwm is not None:
+            self._hwm_mark = obs.hwm
+        self._hwm_marks.update({i: o.hwm for i, o in obs.partitions.items() if o.hwm is not None})
         for state in self.alternatives.states:
-            state.mark_hwm()
+            state.mark_hwm(told)
 
     def _hold_hwm_at_step_end(self, obs: Observation, bounds: tuple[int | None, int | None],
-                              ctx: StepContext) -> None:
+                              ctx: StepContext, other_bounds: dict[int, tuple[int | None, int | None]]) -> None:
         """The HWM at the step's end, as after a settle; the check point moves here when the
         system shows one of the model's states (the settle holds the other fields)."""
         if not self._shadow or self.alternatives is None or "hwm" in self.backend.cannot_observe \
@@ -693,9 +792,18 @@ class Executor:
                  if f not in self.backend.cannot_observe and f not in ("hwm", "partition_epoch")]
         models = [state.observe() for state in self.alternatives.states]
         found = self._hwm_differences(obs, models[0], bounds, "step end")
+        for i, b in sorted(other_bounds.items()):
+            got, mi = obs.of(i), models[0].of(i)
+            if got is not None and mi is not None:
+                found += self._hwm_differences(got, mi, b, "step end", partition=i)
         for d in found:
             self._note(d, ctx)
-        agrees = any(all(_value(getattr(obs, f)) == _value(self._predicted(m, f)) for f in names) for m in models)
+
+        def agree(o: Observation | None, m: Observation | None, fields: list[str]) -> bool:
+            return o is not None and m is not None and \
+                all(_value(getattr(o, f)) == _value(self._predicted(m, f)) for f in fields)
+        agrees = any(agree(obs, m, names) and all(agree(obs.of(i), m.of(i), [f for f in names if f != "fenced"])
+                                                    for i in m.partitions) for m in models)
         if agrees and all(d.reason is not None for d in found):
             self._mark_hwm(obs)
 
@@ -711,7 +819,8 @@ class Executor:
             self._known_here = frozenset()  # a failure the release does not declare: wait everything out
         self.history.record("disagreement", after=d.after, field=d.field, differences=[str(d)],
                             observed_value=_plain(d.observed), model_value=_plain(d.model),
-                            observed=d.observed_state, model=d.model_state)
+                            observed=d.observed_state, model=d.model_state,
+                            **({"partition": d.partition} if d.partition else {}))
 
     def _hold_produce_to_model(self, got: ProduceOutcome, want: list[tuple[ModelCluster, ProduceOutcome]],
                                ctx: StepContext) -> None:
@@ -788,14 +897,16 @@ class Executor:
             # campaign needs only that): one look at the expectations, not a wait for them.
             timeout = 0.0
         hwm_bounds = self._hwm_bounds() if self._shadow else (None, None)  # before the observation
+        other_bounds = self._other_hwm_bounds() if self._shadow else {}
         obs, mismatches = self._poll(lambda o: compare(expected, o, ctx), timeout)
         if any(key in expected for key in ELECTION_COUNTS):
             mismatches += self._hold_election_counts(expected, obs, ctx)
         self._observe_and_record(obs)
         self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
-        self._hold_hwm_at_step_end(obs, hwm_bounds, ctx)
+        self._hold_hwm_at_step_end(obs, hwm_bounds, ctx, other_bounds)
         self._judged = {"expected": {k: _as_yaml(v) for k, v in expected.items()},
-                        "observed": {k: _observed(k, obs, ctx) for k in expected}, "mismatches": mismatches}
+                        "observed": {k: _observed(k, obs, ctx, v) for k, v in expected.items()},
+                        "mismatches": mismatches}
         if mismatches or ctx.differences:
             raise ScenarioFailure(self._report(step, mismatches, obs, ctx), _failures(step.label, mismatches, ctx))
         return obs
@@ -885,6 +996,11 @@ class Executor:
                 "last_known_elr": frozenset(m.last_known_elr), "fenced": frozenset(m.fenced),
                 **expected,
             }
+            if m.partitions:  # every other partition's, the same keys (a step's own override them)
+                own = expected.get(PARTITIONS, {})
+                expected[PARTITIONS] = {i: {"leader": o.leader, "isr": frozenset(o.isr), "elr": frozenset(o.elr),
+                                            "last_known_elr": frozenset(o.last_known_elr), **own.get(i, {})}
+                                        for i, o in sorted(m.partitions.items())}
         return expected
 
     def _report(self, step: Step, mismatches: list[str], obs: Observation, ctx: StepContext) -> str:
@@ -898,7 +1014,7 @@ class Executor:
             text = f"after {d.after}, the system differs from the model in {d}"
             lines.append(f"step {step.label} ({at}): {text}" if i == 0 else f"  {text} ({at})")
         for m in mismatches:
-            key = m.split(":", 1)[0]
+            key = _mismatch_key(m)
             at = f"{self.scenario.path}:{step.key_lines.get(key, step.line)}"
             lines.append(f"step {step.label} ({at}): {m}" if not lines else f"  {m}")
         lines.append(f"  {where}")
@@ -930,6 +1046,13 @@ class Executor:
                  observed_invariants(obs, elr=profile.elr, min_isr=min_isr, hwm_before=before)]
         if obs.hwm is not None:
             self.hwm_seen.append((step.label, obs.hwm))
+        for i, o in sorted(obs.partitions.items()):  # the other partitions, each against its own
+            replicas = self.scenario.topic.assignment[i] if i < self.scenario.topic.partitions else o.replicas or ()
+            found += [(v.invariant, f"partition {i}: {v}") for v in observed_invariants(
+                o, elr=profile.elr, min_isr=effective_min_isr(self.min_isr, len(replicas), profile),
+                hwm_before=self._hwm_seen_of.get(i))]
+            if o.hwm is not None:
+                self._hwm_seen_of[i] = (step.label, o.hwm)
         states = self.alternatives.states if self.alternatives is not None else [self.model]
         for state in states:  # every state the oracle still allows must keep its own invariants
             if state is not None:
@@ -968,21 +1091,23 @@ class Executor:
             self.seen.setdefault(record.value, Seen(record.offset, label, obs.leader))
         self._read_to = max(self._read_to, read.end_offset)
 
-    def _check_final_read(self, final: Read) -> None:
+    def _check_final_read(self, final: Read, partition: int = 0) -> None:
         """The final read must reach the final HWM: one that stops short (a timeout) would make
         records look lost. That is the harness failing, never a finding about the system."""
-        hwm = self.backend.observe().hwm
+        seen = self.backend.observe().of(partition)
+        hwm = seen.hwm if seen is not None else None
+        where = f" of partition {partition}" if partition else ""
         if hwm is None and not self.scenario.finale:
             return  # left as the steps left it (finale: false): the judge says what stayed down
         if hwm is None:
             # Without the HWM nothing says where the log ends: a read that stopped short would
             # pass for one that reached the end, and missing records for lost ones.
-            raise BackendError(f"the final HWM is unknown (no leader to ask?): the final read, which stopped at "
+            raise BackendError(f"the final HWM{where} is unknown (no leader to ask?): the final read, which stopped at "
                                f"offset {final.end_offset}, cannot be shown to reach the end of the log: "
                                "a harness error, not a finding")
         if final.end_offset is None or final.end_offset < hwm:
-            raise BackendError(f"the final read stopped at offset {final.end_offset} before the final HWM {hwm}: "
-                               "a harness error, not a loss")
+            raise BackendError(f"the final read{where} stopped at offset {final.end_offset} before the final HWM "
+                               f"{hwm}: a harness error, not a loss")
 
     def _prove_losses(self, final: Read) -> None:
         """Acknowledged acks=all records an earlier read saw and the final read did not: named with
@@ -1025,10 +1150,21 @@ def _failures(label: str, mismatches: list[str], ctx: StepContext) -> tuple[Fail
     return tuple(Failure(label, key) for key in dict.fromkeys(keys))
 
 
+def _mismatch_key(mismatch: str) -> str:
+    """The expectation a mismatch is about: its key (``leader``), or ``partition 2: leader`` for a
+    partition's (``Step.key_lines`` has the line of either)."""
+    head, _, rest = mismatch.partition(": ")
+    if head.startswith("partition ") and rest:
+        return f"{head}: {rest.split(':', 1)[0]}"
+    return mismatch.split(":", 1)[0]
+
+
 def _failure_key(mismatch: Difference | str) -> str:
-    """What a difference from the model (its field) or an unmet expectation (its key) fails, as a
-    known failure names it."""
-    return mismatch.field if isinstance(mismatch, Difference) else mismatch.split(":", 1)[0].split("[", 1)[0]
+    """What a difference from the model (its field) or an unmet expectation (its key, whatever its
+    partition) fails, as a known failure names it."""
+    if isinstance(mismatch, Difference):
+        return mismatch.field
+    return _mismatch_key(mismatch).rsplit(": ", 1)[-1].split("[", 1)[0]
 
 
 def _declared_at(known: tuple[KnownFailure, ...], label: str) -> frozenset[str]:
@@ -1040,7 +1176,14 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
     """Every way the observation differs from the expectations, in words."""
     out: list[str] = []
     for key, want in expected.items():
-        if key == "leader":
+        if key == PARTITIONS:
+            for i, sub in want.items():
+                got = obs.of(i)
+                if got is None:
+                    out.append(f"partition {i}: {next(iter(sub))}: expected, but the partition was not observed")
+                    continue
+                out += [f"partition {i}: {m}" for m in compare(sub, got, ctx)]
+        elif key == "leader":
             if obs.leader != want:
                 out.append(f"leader: expected {_b(want)}, observed {_b(obs.leader)}")
         elif key in ("isr", "elr", "last_known_elr", "fenced", "held", "replicas", "adding", "removing"):
@@ -1207,13 +1350,18 @@ def _as_yaml(value: Any) -> Any:
     """An expectation as the scenario writes it (``leader: none``, broker sets as lists)."""
     if value is None:
         return "none"
+    if isinstance(value, dict) and all(isinstance(k, int) for k in value):  # ``partitions``
+        return {i: {k: _as_yaml(v) for k, v in sub.items()} for i, sub in value.items()}
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     return value
 
 
-def _observed(key: str, obs: Observation, ctx: StepContext) -> Any:
+def _observed(key: str, obs: Observation, ctx: StepContext, want: Any = None) -> Any:
     """What the step observed for the expectation ``key``, in the expectation's form."""
+    if key == PARTITIONS:  # each scoped partition's keys
+        return {i: {k: _observed(k, got, ctx) for k in sub} if (got := obs.of(i)) is not None else None
+                for i, sub in want.items()}
     if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering", "replicas", "adding",
                "removing", "active_controller", *EPOCHS):
         return _as_yaml(getattr(obs, key, None))
@@ -1373,8 +1521,10 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> S
         if not scenario.finale and down:
             hint = (f" (finale: false left brokers {down} stopped or paused, so the final read could not "
                     "see what only they hold: restart them in a last step, or drop finale: false)")
-        return fails("acked_loss",
-                     f"{verdict.lost_count} acknowledged acks=all records lost: {verdict.examples()}{hint}")
+        where = ", ".join(f"partition {p}: {c['lost']} of {c['acked']}" for p, c in verdict.partitions.items()
+                          if c["lost"])
+        return fails("acked_loss", f"{verdict.lost_count} acknowledged acks=all records lost"
+                                   f"{f' ({where})' if where else ''}: {verdict.examples()}{hint}")
     if ex.expected_loss == "none" and verdict.fatal:
         return fails(next(iter(verdict.fatal)), f"the {verdict.checker} checker found {verdict.fatal}")
     if ex.expected_loss == "found" and not verdict.lost_count:

@@ -24,10 +24,13 @@ from pytest_elr.core.versions import VersionError, version_range
 from pytest_elr.model.invariants import INVARIANT_NAMES
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.schema import (
+    ALL_PARTITIONS,
     ANY_CONTROLLER,
     DIFFERABLE,
     ELECTION_COUNTS,
     EXPECTATION_KEYS,
+    PARTITION_KEYS,
+    PARTITIONS,
     VERDICT_FAILURES,
     KnownFailure,
     LossExpectation,
@@ -94,10 +97,12 @@ def _check_depth(text: str, path: str) -> None:
 
 
 class _Builder:
-    def __init__(self, reader: Reader, controllers: int | None = None) -> None:
+    def __init__(self, reader: Reader, controllers: int | None = None, partitions: int = 1) -> None:
         self.r = reader
         #: the cluster's controllers, once read (None: not known, e.g. a Python API expectation)
         self.controllers = controllers
+        #: the topic's partitions, once read (``expect: {partitions: ...}`` names them)
+        self.partitions = partitions
 
     def scenario(self, root: yaml.Node) -> Scenario:
         r = self.r
@@ -237,15 +242,21 @@ class _Builder:
 
     def topic(self, node: yaml.Node) -> TopicSpec:
         r = self.r
-        doc = r.mapping(node, "topic", ("name", "replicas", "min_insync_replicas", "unclean_recovery"))
-        for required in ("replicas", "min_insync_replicas"):
+        doc = r.mapping(node, "topic", ("name", "partitions", "replicas", "assignment", "min_insync_replicas",
+                                        "unclean_recovery"))
+        for required in ("min_insync_replicas",) if "assignment" in doc else ("replicas", "min_insync_replicas"):
             if required not in doc:
                 r.fail(node, f"topic: missing required key {required!r}")
-        replicas = tuple(r.brokers_list(doc["replicas"], "topic.replicas"))
-        if not replicas:
-            r.fail(doc["replicas"], "topic.replicas: expected at least one replica")
-        if len(set(replicas)) != len(replicas):
-            r.fail(doc["replicas"], "topic.replicas: a broker can hold only one replica")
+        count = None
+        if "partitions" in doc:
+            count = r.integer(doc["partitions"], "topic.partitions", minimum=1, maximum=L.MAX_PARTITIONS)
+        if "assignment" in doc:
+            if "replicas" in doc:
+                r.fail(doc["replicas"], "topic: give replicas (generated assignment) or assignment (explicit), "
+                                        "not both")
+            assignment = self.assignment(doc["assignment"], count)
+        else:
+            assignment = self.generated_assignment(doc["replicas"], count or 1, "partitions" in doc)
         min_isr = r.integer(doc["min_insync_replicas"], "topic.min_insync_replicas", minimum=1,
                             maximum=L.MAX_MIN_ISR)
         strategy = None
@@ -255,7 +266,63 @@ class _Builder:
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
             r.fail(doc["name"], f"topic.name: {name!r} is not a valid Kafka topic name "
                                 "(1 to 200 of A-Z a-z 0-9 . _ -)")
-        return TopicSpec(name=name, replicas=replicas, min_insync_replicas=min_isr, unclean_recovery=strategy)
+        self.partitions = len(assignment)
+        return TopicSpec(name=name, replicas=assignment[0], min_insync_replicas=min_isr, unclean_recovery=strategy,
+                         more_partitions=assignment[1:])
+
+    def replica_list(self, node: yaml.Node, what: str) -> tuple[int, ...]:
+        """One partition's replicas: brokers of the cluster, at least one, each once."""
+        r = self.r
+        replicas = tuple(r.brokers_list(node, what))
+        if not replicas:
+            r.fail(node, f"{what}: expected at least one replica")
+        if len(set(replicas)) != len(replicas):
+            r.fail(node, f"{what}: a broker can hold only one replica")
+        return replicas
+
+    def generated_assignment(self, node: yaml.Node, count: int, counted: bool) -> tuple[tuple[int, ...], ...]:
+        """``replicas: [0, 1, 2]``: partition p holds the list rotated by p ([1, 2, 0] for p = 1);
+        ``replicas: 3`` (with ``partitions``): the replication factor, partition p on the cluster's
+        brokers from the p-th on ([b[p], b[p + 1], ...], wrapping). Either way the first replica,
+        the preferred leader, moves on by one broker per partition: leaders spread round-robin."""
+        r = self.r
+        if isinstance(node, yaml.ScalarNode) and counted and node.tag == "tag:yaml.org,2002:int":
+            brokers = r.brokers
+            factor = r.integer(node, "topic.replicas", minimum=1, maximum=len(brokers))
+            return tuple(tuple(brokers[(p + j) % len(brokers)] for j in range(factor)) for p in range(count))
+        replicas = self.replica_list(node, "topic.replicas")
+        return tuple(replicas[p % len(replicas):] + replicas[: p % len(replicas)] for p in range(count))
+
+    def assignment(self, node: yaml.Node, count: int | None) -> tuple[tuple[int, ...], ...]:
+        """``assignment: {0: [0, 1, 2], 1: [1, 2, 0]}``: each partition's replicas, partitions 0 .. N - 1
+        each once, every list as long as the first (Kafka refuses a manual assignment whose
+        partitions differ in replica count: ``ReplicationControlManager.validateManualPartitionAssignment``,
+        "not consistent with previous partitions")."""
+        r = self.r
+        if not isinstance(node, yaml.MappingNode) or not node.value:
+            r.fail(node, "topic.assignment: expected a mapping of partition number to replicas, e.g. "
+                         "{0: [0, 1, 2], 1: [1, 2, 0]}")
+        if len(node.value) > L.MAX_PARTITIONS:
+            r.fail(node, f"topic.assignment: at most {L.MAX_PARTITIONS} partitions")
+        found: dict[int, tuple[int, ...]] = {}
+        for key, value in node.value:
+            p = r.integer(key, "topic.assignment: partition", minimum=0, maximum=L.MAX_PARTITIONS - 1)
+            if p in found:
+                r.fail(key, f"topic.assignment: partition {p} is assigned twice")
+            replicas = self.replica_list(value, f"topic.assignment.{p}")
+            first = next(iter(found.values()), None)
+            if first is not None and len(replicas) != len(first):
+                r.fail(value, f"topic.assignment.{p}: {len(replicas)} replicas, but the partitions before have "
+                              f"{len(first)} (Kafka refuses a manual assignment whose partitions differ in "
+                              "replica count)")
+            found[p] = replicas
+        missing = [p for p in range(len(found)) if p not in found]
+        if missing:
+            r.fail(node, f"topic.assignment: expected partitions 0 to {len(found) - 1}, partition {missing[0]} "
+                         "is missing")
+        if count is not None and count != len(found):
+            r.fail(node, f"topic.assignment: assigns {len(found)} partitions, but topic.partitions is {count}")
+        return tuple(found[p] for p in range(len(found)))
 
     def workload(self, node: yaml.Node) -> WorkloadSpec:
         r = self.r
@@ -394,21 +461,70 @@ class _Builder:
         self, node: yaml.Node, what: str, allow_profiles: bool, lines: dict[str, int] | None = None,
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         r = self.r
-        keys = EXPECTATION_KEYS
+        keys = (*EXPECTATION_KEYS, PARTITIONS)
         doc = r.mapping(node, what, (*keys, "by_profile") if allow_profiles else keys)
         out: dict[str, Any] = {}
         for key, value in doc.items():
             if lines is not None:
                 lines.setdefault(key, value.start_mark.line + 1)
-            if key == "by_profile":
+            if key in ("by_profile", PARTITIONS):
                 continue
             out[key] = self.expected_value(key, value, f"{what}.{key}")
+        if PARTITIONS in doc:
+            out[PARTITIONS] = self.partition_expectations(doc[PARTITIONS], f"{what}.{PARTITIONS}", out, lines)
         by_profile: dict[str, dict[str, Any]] = {}
         if "by_profile" in doc:
             for name, sub in r.mapping(doc["by_profile"], f"{what}.by_profile", PROFILE_NAMES).items():
                 by_profile[name], _ = self.expectation(sub, f"{what}.by_profile.{name}", allow_profiles=False,
                                                        lines=lines)
         return out, by_profile
+
+    def partition_expectations(self, node: yaml.Node, what: str, plain: dict[str, Any],
+                               lines: dict[str, int] | None) -> dict[int, dict[str, Any]]:
+        """``partitions: {2: {leader: 1}, "1,3": {elr: [0]}, all: {recovering: false}}``: expectations
+        of one partition, a comma-separated set, or every partition, each (partition, key) once (the
+        plain keys beside ``partitions`` are partition 0's)."""
+        r = self.r
+        if not isinstance(node, yaml.MappingNode) or not node.value:
+            r.fail(node, f"{what}: expected a mapping of partition scope (a number, a comma-separated set "
+                         f"such as \"1,3\", or {ALL_PARTITIONS}) to expectations, e.g. {{2: {{leader: 1}}}}")
+        out: dict[int, dict[str, Any]] = {}
+        at: dict[tuple[int, str], int] = {(0, key): 0 for key in plain}
+        for key_node, value in node.value:
+            scope = self.partition_scope(key_node, what)
+            label = f"{what}.{key_node.value}"
+            for key, v in r.mapping(value, label, PARTITION_KEYS).items():
+                want = self.expected_value(key, v, f"{label}.{key}")
+                line = v.start_mark.line + 1
+                for p in scope:
+                    if (p, key) in at:
+                        before = f"at line {at[(p, key)]}" if at[(p, key)] else "as a plain key (partition 0's)"
+                        r.fail(v, f"{label}.{key}: partition {p}'s {key} is already expected {before}")
+                    at[(p, key)] = line
+                    out.setdefault(p, {})[key] = want
+                    if lines is not None:
+                        lines.setdefault(f"partition {p}: {key}", line)
+        return {p: out[p] for p in sorted(out)}
+
+    def partition_scope(self, node: yaml.Node, what: str) -> list[int]:
+        """A partition number, ``"1,3"`` (a set), or ``all``: the topic's partitions it names."""
+        r = self.r
+        n = self.partitions
+        text = node.value if isinstance(node, yaml.ScalarNode) else None
+        if text == ALL_PARTITIONS:
+            return list(range(n))
+        parts = [t.strip() for t in str(text).split(",")] if isinstance(text, str) else []
+        if not parts or not all(re.fullmatch(r"[0-9]{1,4}", t) for t in parts):
+            r.fail(node, f"{what}: expected a partition number, a comma-separated set (\"1,3\") or "
+                         f"{ALL_PARTITIONS}, got {text!r}")
+        numbers = [int(t) for t in parts]
+        for p in numbers:
+            if p >= n:
+                r.fail(node, f"{what}: no partition {p}: the topic has {n} partition{'s' if n > 1 else ''} "
+                             f"(0..{n - 1})")
+        if len(set(numbers)) != len(numbers):
+            r.fail(node, f"{what}: {text!r} names a partition twice")
+        return numbers
 
     def expected_value(self, key: str, value: yaml.Node, what: str) -> Any:
         r = self.r
@@ -526,8 +642,10 @@ def python_node(value: Any) -> yaml.Node:
     def plain(v: Any) -> Any:
         if isinstance(v, (set, frozenset, tuple, list)):
             return [plain(x) for x in (sorted(v) if isinstance(v, (set, frozenset)) else v)]
-        if isinstance(v, dict):
-            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, dict):  # a set of partitions as a key: ``{(1, 3): ...}`` is ``"1,3"``
+            return {",".join(map(str, sorted(k))) if isinstance(k, (set, frozenset, tuple))
+                    else k if isinstance(k, int) and not isinstance(k, bool) else str(k): plain(x)
+                    for k, x in v.items()}
         return v
     try:
         node = yaml.compose(yaml.safe_dump(plain(value)), Loader=yaml.SafeLoader)
@@ -546,10 +664,11 @@ def cluster_and_topic_from_python(cluster: dict[str, Any], topic: dict[str, Any]
 
 
 def expectation_from_python(expected: dict[str, Any], brokers: tuple[int, ...],
-                            where: tuple[str, int], controllers: int | None = None) -> dict[str, Any]:
+                            where: tuple[str, int], controllers: int | None = None,
+                            partitions: int = 1) -> dict[str, Any]:
     """``expect(...)``'s keyword arguments, validated exactly as a step's ``expect``."""
-    out, _ = _Builder(PythonReader(where, brokers), controllers).expectation(python_node(expected), "expect",
-                                                                             allow_profiles=False)
+    out, _ = _Builder(PythonReader(where, brokers), controllers, partitions).expectation(
+        python_node(expected), "expect", allow_profiles=False)
     return out
 
 

@@ -17,6 +17,13 @@ EXPECTATION_KEYS = (
     "recovering", "held", "leader_epoch", "partition_epoch", "replicas",
     "adding", "removing", "elr_elections", "unclean_elections", "active_controller", "refused",
 )
+#: the expectations one partition answers on its own: ``expect: {partitions: {<scope>: {...}}}``
+#: holds them for a partition, a set of partitions or all (the keys outside it are partition 0's)
+PARTITION_KEYS = ("leader", "isr", "elr", "last_known_elr", "recovering", "held", "replicas", "adding", "removing")
+#: ``expect: {partitions: ...}``: the scoped expectations, by partition number
+PARTITIONS = "partitions"
+#: the scope ``all`` of ``expect: {partitions: {all: {...}}}``
+ALL_PARTITIONS = "all"
 #: the expectations read from the system's counters (``Backend.election_counts``): elections since
 #: the scenario's start, counted as Kafka's controller meters count them (docs/model.md, "Metrics")
 ELECTION_COUNTS = ("elr_elections", "unclean_elections")

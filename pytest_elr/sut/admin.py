@@ -95,16 +95,40 @@ def _s(xs: list[int] | None) -> tuple[int, ...]:
     return tuple(sorted(xs or ()))
 
 
-def describe_topic_partitions(host: str, port: int, topic: str,
-                              timeout_s: float = 5.0) -> list[PartitionState]:
+#: partitions per DescribeTopicPartitions page (ResponsePartitionLimit; the broker caps it at its
+#: ``max.request.partition.size.limit``, default 2000)
+PARTITIONS_PER_PAGE = 2000
+#: pages one describe may take before it is taken for a cursor that does not advance
+MAX_PAGES = 1000
+
+
+def describe_topic_partitions(host: str, port: int, topic: str, timeout_s: float = 5.0,
+                              page: int = PARTITIONS_PER_PAGE) -> list[PartitionState]:
+    """Every partition of ``topic``: one request per ``page`` partitions, each continuing at the
+    previous answer's NextCursor (one round trip for a topic of up to ``page`` partitions)."""
+    out: list[PartitionState] = []
+    cursor: tuple[str, int] | None = None
+    for _ in range(MAX_PAGES):
+        cursor = _describe_page(host, port, topic, timeout_s, page, cursor, out)
+        if cursor is None:
+            return sorted(out, key=lambda p: p.partition)
+    raise KafkaProtocolError(f"describe {topic}: more than {MAX_PAGES} pages of {page} partitions")
+
+
+def _describe_page(host: str, port: int, topic: str, timeout_s: float, page: int,
+                   cursor: tuple[str, int] | None, out: list[PartitionState]) -> tuple[str, int] | None:
+    """One DescribeTopicPartitions v0 request from ``cursor`` (None: the first partition); appends
+    what it answers to ``out`` and returns the NextCursor (None: the last page)."""
     body = Writer()
     body.compact_array([topic], lambda w, t: w.compact_string(t).tags())
-    body.int32(2000)  # ResponsePartitionLimit
-    body.int8(-1)  # Cursor: null
+    body.int32(page)  # ResponsePartitionLimit
+    if cursor is None:
+        body.int8(-1)  # Cursor: null
+    else:
+        body.int8(1).compact_string(cursor[0]).int32(cursor[1]).tags()
     body.tags()
     r = request(host, port, 75, 0, bytes(body.buf), timeout_s)
     r.int32()  # throttle
-    out: list[PartitionState] = []
 
     def partition(r: Reader, name: str) -> None:
         code = r.int16()
@@ -135,7 +159,11 @@ def describe_topic_partitions(host: str, port: int, topic: str,
             raise _err(code, f"describe topic {name}")
 
     r.compact_array(topic_entry)
-    return sorted(out, key=lambda p: p.partition)
+    if r.int8() < 0:  # NextCursor: null, the last page
+        return None
+    name, index = r.compact_string() or topic, r.int32()
+    r.tags()
+    return name, index
 
 
 def describe_cluster(host: str, port: int, timeout_s: float = 5.0) -> list[BrokerInfo]:

@@ -1,0 +1,430 @@
+"""Topics with many partitions (issue 27, item 3): the language, the model backend and the
+executor. Each check is shown catching the violation it is for: a wrong expectation on one
+partition, a system that differs from the model on one partition only, bad input, a final read or
+a verdict that misses one partition; and a one-partition topic stays as it was."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_backend import Fake
+
+from pytest_elr.actions import Crash, Produce
+from pytest_elr.api import ClusterHandle
+from pytest_elr.backends.model import ModelBackend
+from pytest_elr.core.errors import ScenarioError
+from pytest_elr.core.observation import Observation, Read
+from pytest_elr.model import build_model
+from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario.loader import cluster_and_topic_from_python, parse_scenario
+
+#: three brokers, three partitions led by 0, 1 and 2 (generated: [0,1,2], [1,2,0], [2,0,1]); the
+#: leader of partition 1 crashes and comes back
+THREE = """
+name: three-partitions
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {partitions: 3, replicas: [0, 1, 2], min_insync_replicas: 2}
+steps:
+  - at: T0
+    do: [{produce: 9}]
+    expect:
+      leader: 0
+      partitions: {1: {leader: 1}, 2: {leader: 2}, all: {isr: [0, 1, 2], elr: []}}
+  - at: T1
+    do: [{crash: 1}]
+    expect:
+      fenced: [1]
+      partitions: {1: {leader: 2}, all: {isr: [0, 2]}}
+  - at: T2
+    do: [{produce: 6}, {restart: 1}]
+    expect:
+      partitions: {all: {isr: [0, 1, 2]}, "1,2": {leader: 2}}
+verdict: {acked_loss: none}
+"""
+
+
+def _events(result: Any) -> list[dict[str, Any]]:
+    assert result.history_dir is not None
+    return [json.loads(line) for line in (result.history_dir / "events.jsonl").read_text().splitlines()]
+
+
+# --- the language ---------------------------------------------------------------------------------
+
+def _topic(topic: str, brokers: str = "3", expect: str = "{}") -> Any:
+    return parse_scenario(f"cluster: {{brokers: {brokers}}}\ntopic: {topic}\nsteps:\n  - at: T0\n"
+                          f"    expect: {expect}\n", "t.elr.yaml")
+
+
+def test_a_generated_assignment_rotates_so_the_preferred_leaders_spread() -> None:
+    """``replicas: [list]`` rotates the list by one per partition; ``replicas: N`` beside
+    ``partitions`` is the replication factor, partition p on the cluster's brokers from the p-th on."""
+    assert _topic("{partitions: 4, replicas: [2, 0, 1], min_insync_replicas: 2}").topic.assignment == (
+        (2, 0, 1), (0, 1, 2), (1, 2, 0), (2, 0, 1))
+    assert _topic("{partitions: 5, replicas: 3, min_insync_replicas: 2}", "[1, 3, 5, 7]").topic.assignment == (
+        (1, 3, 5), (3, 5, 7), (5, 7, 1), (7, 1, 3), (1, 3, 5))
+    explicit = _topic("{assignment: {1: [1, 2], 0: [0, 1]}, min_insync_replicas: 1}").topic
+    assert explicit.assignment == ((0, 1), (1, 2)) and explicit.partitions == 2 and explicit.replicas == (0, 1)
+    one = _topic("{replicas: [0, 1, 2], min_insync_replicas: 2}").topic
+    assert one.partitions == 1 and one.more_partitions == ()
+    m = build_model(_topic("{partitions: 3, replicas: 3, min_insync_replicas: 2}").cluster,
+                    _topic("{partitions: 3, replicas: 3, min_insync_replicas: 2}").topic, "kafka")
+    assert [m.partitions[i].part.leader for i in range(3)] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("topic", "expect", "line", "error"), [
+    ("{partitions: 0, replicas: 3, min_insync_replicas: 2}", "{}", 2,
+     "topic.partitions: expected a number from 1 to 1000, got 0"),
+    ("{partitions: 1001, replicas: 3, min_insync_replicas: 2}", "{}", 2, "from 1 to 1000, got 1001"),
+    ("{partitions: 2, replicas: 4, min_insync_replicas: 2}", "{}", 2, "topic.replicas: expected a number from 1 to 3"),
+    ("{assignment: {0: [0, 1], 1: [1, 7]}, min_insync_replicas: 2}", "{}", 2,
+     "topic.assignment.1: unknown broker id 7; the cluster has brokers 0, 1, 2"),
+    ("{assignment: {0: [0, 1], 1: [1, 1]}, min_insync_replicas: 2}", "{}", 2,
+     "topic.assignment.1: a broker can hold only one replica"),
+    ("{assignment: {0: [0, 1], 1: [1, 2, 0]}, min_insync_replicas: 2}", "{}", 2,
+     "topic.assignment.1: 3 replicas, but the partitions before have 2"),
+    ("{assignment: {0: [0, 1], 2: [1, 2]}, min_insync_replicas: 2}", "{}", 2, "partition 1 is missing"),
+    ("{assignment: {0: [0, 1], 0: [1, 2]}, min_insync_replicas: 2}", "{}", 2, "partition 0 is assigned twice"),
+    ("{assignment: {0: [0, 1]}, partitions: 2, min_insync_replicas: 2}", "{}", 2,
+     "assigns 1 partitions, but topic.partitions is 2"),
+    ("{assignment: {0: [0, 1]}, replicas: [0, 1], min_insync_replicas: 2}", "{}", 2,
+     "give replicas (generated assignment) or assignment (explicit), not both"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {3: {leader: 1}}}", 5,
+     "expect.partitions: no partition 3: the topic has 3 partitions (0..2)"),
+    ("{replicas: [0, 1, 2], min_insync_replicas: 2}", "{partitions: {1: {leader: 1}}}", 5,
+     "no partition 1: the topic has 1 partition (0..0)"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{leader: 0, partitions: {0: {leader: 1}}}", 5,
+     "partition 0's leader is already expected as a plain key (partition 0's)"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {all: {elr: []}, '1,2': {elr: [0]}}}", 5,
+     "partition 1's elr is already expected at line 5"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {'1,1': {leader: 1}}}", 5,
+     "names a partition twice"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {leaders: {leader: 1}}}", 5,
+     "expected a partition number, a comma-separated set"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {1: {fenced: [1]}}}", 5,
+     "expect.partitions.1: unknown key 'fenced'"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {1: {leader: 9}}}", 5,
+     "expect.partitions.1.leader: unknown broker id 9"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: []}", 5,
+     "expect.partitions: expected a mapping of partition scope"),
+])
+def test_bad_partitions_are_refused_with_file_and_line(topic: str, expect: str, line: int, error: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        _topic(topic, expect=expect)
+    assert str(info.value).startswith(f"t.elr.yaml:{line}: ") and error in str(info.value), str(info.value)
+
+
+def test_scoped_expectations_expand_per_partition_with_their_lines() -> None:
+    step = _topic("{partitions: 3, replicas: 3, min_insync_replicas: 2}",
+                  expect="{leader: 0, partitions: {2: {leader: 2}, all: {elr: []}, '0,1': {isr: [0, 1, 2]}}}").steps[0]
+    assert step.expect["leader"] == 0
+    assert step.expect["partitions"] == {0: {"elr": frozenset(), "isr": frozenset({0, 1, 2})},
+                                         1: {"elr": frozenset(), "isr": frozenset({0, 1, 2})},
+                                         2: {"leader": 2, "elr": frozenset()}}
+    assert step.key_lines["partition 2: leader"] == 5
+
+
+# --- the model backend and the executor --------------------------------------------------------------
+
+def test_three_partitions_pass_on_the_model_with_records_round_robin(tmp_path: Path) -> None:
+    result = run_scenario(parse_scenario(THREE, "three.elr.yaml"), ModelBackend(), "kafka", tmp_path)
+    assert result.passed, result.message
+    events = _events(result)
+    sent = [(e["value"], e["partition"]) for e in events if e["type"] == "produce" and e["op"] == "invoke"]
+    assert len(sent) == 15 and all(p == int(v[1:]) % 3 for v, p in sent)  # v<k> to partition k mod 3
+    drained = {(e["partition"], e["value"]) for e in events if e["type"] == "consume" and e.get("reader") == "drain"}
+    assert {p for p, _ in drained} == {0, 1, 2} and len(drained) == 15
+    assert set(next(e for e in events if e["type"] == "observe")["partitions"]) == {"1", "2"}
+    assert result.verdict is not None
+    assert result.verdict.partitions == {p: {"acked": 5, "read": 5, "lost": 0} for p in range(3)}
+
+
+def test_a_wrong_leader_expected_on_partition_2_fails_naming_partition_2() -> None:
+    text = THREE.replace('"1,2": {leader: 2}', '"1": {leader: 2}, 2: {leader: 0}')
+    result = run_scenario(parse_scenario(text, "three.elr.yaml"), ModelBackend(), "kafka")
+    assert not result.passed
+    line = text.splitlines().index('      partitions: {all: {isr: [0, 1, 2]}, "1": {leader: 2}, 2: {leader: 0}}') + 1
+    assert f"step T2 (three.elr.yaml:{line}): partition 2: leader: expected 0, observed 2" in result.message
+    assert [(f.step, f.what) for f in result.failures] == [("T2", "leader")]
+
+
+def test_a_produce_outcome_counts_every_partition() -> None:
+    """One produce of 6 records over 3 partitions (v<k> to partition k mod 3) whose partition 1 has
+    no live replica: its share (v1, v4) is refused, the others' acknowledged, in one outcome."""
+    m = build_model(*cluster_and_topic_from_python(
+        {"brokers": [0, 1, 2]}, {"assignment": {0: [0, 1], 1: [2, 1], 2: [0, 2]}, "min_insync_replicas": 1},
+        ("x", 1)), "kafka")
+    m.apply(Crash(broker=1))
+    m.apply(Crash(broker=2))
+    assert [m.partitions[i].part.leader for i in range(3)] == [0, None, 0]
+    out = m.apply(Produce(count=6))
+    assert (out.sent, out.acked, out.failed, out.pending) == (6, 4, {"NOT_LEADER_OR_FOLLOWER": 2}, 0)
+    assert [(p, s.value, s.status) for p, s in m.send_log] == [
+        (0, "v0", "ok"), (0, "v3", "ok"), (1, "v1", "fail"), (1, "v4", "fail"), (2, "v2", "ok"), (2, "v5", "ok")]
+
+
+class Partition1ElrIgnored(Fake):
+    """Differs from the model on partition 1 only: reports its ELR empty."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        one = obs.partitions[1]
+        return replace(obs, partitions={**obs.partitions, 1: replace(one, elr=())})
+
+
+class Partition1HwmStuck(Fake):
+    """Differs on partition 1 only: reports its HWM at 0 (acknowledged acks=all records above)."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, partitions={**obs.partitions, 1: replace(obs.partitions[1], hwm=0)})
+
+
+class Partition2NotRead(Fake):
+    """Drains every partition but partition 2."""
+
+    def drain_partitions(self) -> dict[int, Read]:
+        return {i: r for i, r in super().drain_partitions().items() if i != 2}
+
+
+class Partition1Dropped(Fake):
+    """Partition 1's final read loses its records (yet reaches its HWM): acknowledged records lost."""
+
+    def drain_partitions(self) -> dict[int, Read]:
+        reads = super().drain_partitions()
+        return {**reads, 1: Read([], reads[1].end_offset)}
+
+
+#: min ISR 2 of 2 replicas per partition: a follower's crash puts it into its partitions' ELR
+TWO = """
+name: two-replicas
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {partitions: 3, replicas: 2, min_insync_replicas: 2}
+steps:
+  - at: T0
+    do: [{produce: 6}]
+  - at: T1
+    do: [{crash: 2}]
+verdict: {acked_loss: none}
+"""
+
+
+def test_a_difference_from_the_model_on_partition_1_only_is_caught_naming_it(tmp_path: Path) -> None:
+    """Partitions [0,1], [1,2], [2,0]: broker 2's crash puts it into partition 1's ELR (the
+    follower) and moves partition 2 to 0 with 2 in its ELR; the fake hides partition 1's."""
+    ok = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Fake(), "kafka")
+    assert ok.passed, ok.message
+    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Partition1ElrIgnored(), "kafka", tmp_path)
+    assert not result.passed
+    assert "after crash, the system differs from the model in partition 1: elr: model [2], observed []" \
+        in result.message
+    # at the crash, and again at the finale's heal (the ELR stays until 2 is back)
+    assert [(d["step"], d["field"], d["partition"]) for d in result.disagreements] == [("T1", "elr", 1),
+                                                                                      ("finale", "elr", 1)]
+    assert [(f.step, f.what) for f in result.failures] == [("T1", "elr"), ("finale", "elr")]
+    assert [e.get("partition") for e in _events(result) if e["type"] == "disagreement"] == [1, 1]
+
+
+def test_the_hwm_bounds_hold_on_each_partition() -> None:
+    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Partition1HwmStuck(), "kafka")
+    assert not result.passed
+    assert "partition 1: hwm: model at least 2 (acks=all records acknowledged below it), observed 0" \
+        in result.message
+    assert {d["partition"] for d in result.disagreements} == {1}
+
+
+def test_the_final_read_must_read_every_partition() -> None:
+    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Partition2NotRead(), "kafka")
+    assert not result.passed and "the final read did not read partition 2" in result.message
+
+
+def test_the_verdict_names_the_partition_that_lost_records() -> None:
+    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), Partition1Dropped(), "kafka")
+    assert not result.passed
+    assert "2 acknowledged acks=all records lost (partition 1: 2 of 2)" in result.message
+    assert result.verdict is not None and result.verdict.partitions[1] == {"acked": 2, "read": 0, "lost": 2}
+    assert result.verdict.partitions[0]["lost"] == 0 and result.verdict.partitions[2]["lost"] == 0
+
+
+def test_an_invariant_broken_on_partition_2_names_it() -> None:
+    class LeaderOutsideIsr(Fake):
+        def observe(self) -> Observation:
+            obs = super().observe()
+            return replace(obs, partitions={**obs.partitions, 2: replace(obs.partitions[2], elr=(1,))})
+
+    text = TWO.replace("  - at: T1\n    do: [{crash: 2}]\n", "")
+    result = run_scenario(parse_scenario(text, "two.elr.yaml"), LeaderOutsideIsr(), "kafka")
+    assert not result.passed
+    assert "partition 2: invariant elr_empty_at_min_isr broken on the observed state" in result.message
+
+
+# --- one partition: as it was --------------------------------------------------------------------------
+
+ONE = """
+name: one
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: TOPIC
+workload: {acks: all, per_step: 3}
+steps:
+  - at: T0
+    do: [{produce: 4}, {crash: 0}]
+    expect: {leader: 1, elr: []}
+  - at: T1
+    do: [{restart: 0}]
+verdict: {acked_loss: none}
+"""
+
+
+def test_a_one_partition_topic_written_either_way_gives_the_same_history(tmp_path: Path) -> None:
+    """``replicas: [0, 1, 2]`` and ``partitions: 1`` with the same explicit assignment make the same
+    events (times aside) with no partition key beyond ``partition: 0``, and the verdict has no
+    per-partition counts: a one-partition topic's history and verdict are as before."""
+    runs = []
+    for i, topic in enumerate(("{replicas: [0, 1, 2], min_insync_replicas: 2}",
+                               "{partitions: 1, assignment: {0: [0, 1, 2]}, min_insync_replicas: 2}")):
+        result = run_scenario(parse_scenario(ONE.replace("TOPIC", topic), "one.elr.yaml"), ModelBackend(), "kafka",
+                              tmp_path / str(i))
+        assert result.passed, result.message
+        events = _events(result)
+        assert not any("partitions" in e for e in events)
+        assert {e["partition"] for e in events if "partition" in e} == {0}
+        assert result.history_dir is not None
+        assert "partitions" not in json.loads((result.history_dir / "verdict.json").read_text())
+        runs.append([{k: v for k, v in e.items() if k != "t"} for e in events])
+    assert runs[0] == runs[1]
+
+
+# --- the Python API ---------------------------------------------------------------------------------------
+
+def _handle(tmp_path: Path, **topic: Any) -> ClusterHandle:
+    spec, topic_spec = cluster_and_topic_from_python({"brokers": [0, 1, 2]}, {"min_insync_replicas": 2, **topic},
+                                                     ("test.py", 7))
+    return ClusterHandle(ModelBackend(), "kafka", spec, topic_spec, tmp_path)
+
+
+def test_the_python_api_scopes_expectations_to_partitions(tmp_path: Path) -> None:
+    c = _handle(tmp_path, partitions=3, replicas=3)
+    c.produce(6)
+    c.crash(1)
+    c.expect(leader=0, partitions={1: {"leader": 2}, (0, 2): {"isr": [0, 2]}, "all": {"elr": []}})
+    with pytest.raises(AssertionError, match=r"partition 2: leader: expected 1, observed 2"):
+        c.expect(partitions={2: {"leader": 1}})
+    with pytest.raises(ScenarioError, match=r"test_many_partitions.py:\d+: expect.partitions: no partition 3"):
+        c.expect(partitions={3: {"leader": 1}})
+    c.close()
+
+
+def test_the_python_api_checks_the_topic_as_yaml_does() -> None:
+    with pytest.raises(ScenarioError, match=r"test.py:7: topic.assignment.1: a broker can hold only one replica"):
+        cluster_and_topic_from_python({"brokers": [0, 1, 2]},
+                                      {"assignment": {0: [0, 1], 1: [2, 2]}, "min_insync_replicas": 1}, ("test.py", 7))
+
+
+def test_a_backend_of_one_partition_is_refused_a_topic_of_several_before_it_starts(tmp_path: Path) -> None:
+    """A backend that does not declare ``many_partitions`` (a third-party one written for one
+    partition) would observe partition 0 alone: the run is an error, and nothing was started."""
+    started: list[bool] = []
+
+    class OnePartition(Fake):
+        many_partitions = False
+
+        def start(self, *args: Any, **kwargs: Any) -> None:
+            started.append(True)
+            super().start(*args, **kwargs)
+
+    result = run_scenario(parse_scenario(TWO, "two.elr.yaml"), OnePartition(), "kafka", tmp_path)
+    assert not result.passed and not started
+    assert "the fake backend stages topics of one partition: a topic of 3 partitions cannot run on it" \
+        in result.message
+
+
+# --- the kafka backend's read of every partition: DescribeTopicPartitions, paged ------------------------
+
+def _page(partitions: list[int], cursor: int | None) -> bytes:
+    """A DescribeTopicPartitions v0 answer for topic ``t`` (each partition led by its number)."""
+    from pytest_elr.sut.wire import Writer
+
+    def partition(w: Writer, i: int) -> None:
+        w.int16(0).int32(i).int32(i).int32(1)
+        for xs in ([i, i + 1], [i, i + 1], [], []):  # replicas, ISR, ELR, LastKnownELR
+            w.compact_array(xs, lambda w, b: w.int32(b))
+        w.compact_array([], lambda w, b: w.int32(b)).tags()  # offline
+
+    w = Writer().int32(0)
+    w.compact_array(["t"], lambda w, name: (w.int16(0).compact_string(name).raw(bytes(16)).boolean(False)
+                                            .compact_array(partitions, partition).int32(0).tags()))
+    if cursor is None:
+        w.int8(-1)
+    else:
+        w.int8(1).compact_string("t").int32(cursor).tags()
+    return bytes(w.tags().buf)
+
+
+def test_every_partition_is_read_in_pages_that_follow_the_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five partitions two per page: three requests, the second and third from the cursor the answer
+    before gave; every partition once, in order. One page when they fit (the default 2000)."""
+    from pytest_elr.sut import admin
+    from pytest_elr.sut.wire import Reader
+    asked: list[bytes] = []
+    pages = {None: ([0, 1], 2), 2: ([2, 3], 4), 4: ([4], None)}
+
+    def request(host: str, port: int, key: int, version: int, body: bytes, timeout_s: float) -> Reader:
+        assert (key, version) == (75, 0)
+        asked.append(body)
+        cursor = None if body[-2:] == b"\xff\x00" else int.from_bytes(body[-6:-2], "big")
+        return Reader(_page(*pages[cursor]))
+
+    monkeypatch.setattr(admin, "request", request)
+    got = admin.describe_topic_partitions("h", 1, "t", page=2)
+    assert [(p.partition, p.leader, p.isr) for p in got] == [(i, i, (i, i + 1)) for i in range(5)]
+    assert len(asked) == 3 and all(int.from_bytes(b[4:8], "big") == 2 for b in asked)  # the page size
+    asked.clear()
+    pages = {None: ([0, 1, 2], None)}
+    assert len(admin.describe_topic_partitions("h", 1, "t")) == 3 and len(asked) == 1
+
+
+def test_expect_model_covers_every_partition() -> None:
+    """``expect: model`` takes every partition's leader and sets from the model: a backend that is
+    its own oracle (no shadow to differ from) but reports partition 2's leader wrong fails there."""
+    class Partition2LeaderWrong(ModelBackend):
+        def observe(self) -> Observation:
+            obs = super().observe()
+            return replace(obs, partitions={**obs.partitions, 2: replace(obs.partitions[2], leader=1)})
+
+    text = TWO.replace("    do: [{crash: 2}]\n", "    do: [{crash: 2}]\n    expect: model\n")
+    assert run_scenario(parse_scenario(text, "two.elr.yaml"), ModelBackend(), "kafka").passed
+    result = run_scenario(parse_scenario(text, "two.elr.yaml"), Partition2LeaderWrong(), "kafka")
+    assert not result.passed
+    assert "step T1 (two.elr.yaml:" in result.message and "partition 2: leader: expected 0, observed 1" \
+        in result.message
+
+
+def test_elr_cluster_takes_partitions_and_an_assignment(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_parts="""
+        import pytest
+
+        @pytest.mark.elr_profile("kafka")
+        def test_parts(elr_cluster):
+            c = elr_cluster(brokers=3, partitions=3, replicas=3)
+            c.produce(6)
+            c.crash(1)
+            c.expect(fenced=[1], partitions={1: {"leader": 2}, "all": {"isr": [0, 2]}})
+            c.restart(1)
+
+        def test_assigned(elr_cluster):
+            elr_cluster(brokers=3, assignment={0: [0, 1], 1: [1, 2]}, min_insync_replicas=1).expect(
+                leader=0, partitions={1: {"leader": 1}})
+
+        def test_bad(elr_cluster):
+            elr_cluster(brokers=3, assignment={0: [0, 1], 1: [1, 2, 0]})
+    """)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_parts.py:16: topic.assignment.1: 3 replicas, but the partitions before "
+                                 "have 2*"])
