@@ -83,6 +83,8 @@ QUORUM = 3
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
+    "begin_shutdown": "the model has no moment inside a controlled shutdown: it leaves the state `shutdown` "
+                      "leaves, which is drawn",
 }
 
 
