@@ -24,10 +24,11 @@ def test_a_reassignment_is_listed_while_it_waits_and_cancelled(four_broker_clust
     try:
         kafka.client.reassign(topic, [0, 1, 3])
         assert kafka.client.reassignment(topic) == Reassignment(replicas=(0, 1, 3, 2), adding=(3,), removing=(2,))
-        assert kafka.client.describe_partition(topic).replicas == (0, 1, 3, 2)
+        # The listing comes from the controller; a broker's metadata follows it a moment later.
+        kafka.client.await_partition(topic, lambda p: p.replicas == (0, 1, 3, 2), timeout_s=10)
         kafka.client.cancel_reassignment(topic)
         assert kafka.client.reassignment(topic) is None
-        assert kafka.client.describe_partition(topic).replicas == (0, 1, 2)
+        kafka.client.await_partition(topic, lambda p: p.replicas == (0, 1, 2), timeout_s=10)
         with pytest.raises(KafkaProtocolError) as refused:
             kafka.client.cancel_reassignment(topic)
         assert refused.value.error_code == NO_REASSIGNMENT_IN_PROGRESS
