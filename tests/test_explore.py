@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import yaml
 from fake_backend import Fake
 
 from pytest_elr.actions import Action
 from pytest_elr.core.errors import BackendError
+from pytest_elr.core.nodes import controller_of
 from pytest_elr.core.observation import Observation, Result
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.mutants import MUTANTS
@@ -383,9 +385,11 @@ def test_on_three_controllers_the_schedules_fault_the_quorum_and_run_on_it(tmp_p
     """``elr explore --controllers 3``: the schedules stop, restart and isolate controllers (a
     one-controller exploration draws none), each is written to run on a quorum of three, and a
     correct oracle agrees with the system on them."""
-    drawn = list(itertools.islice(schedules(get_profile("kafka"), 0, 8, None, controllers=3), 120))
+    drawn = list(itertools.islice(schedules(get_profile("kafka"), 0, 8, None, controllers=3), 200))
     assert {a.kind for s in drawn for a in s} >= {"crash_controller", "shutdown_controller", "power_off_controller",
                                                    "restart_controller", "isolate_controller"}
+    assert any(controller_of(end) is not None for s in drawn for a in s if a.kind == "cut" for link in a.links
+               for end in link), "no link to one controller drawn"
     one_controller = itertools.islice(schedules(get_profile("kafka"), 0, 8, None), 40)
     assert not any(a.kind.endswith("_controller") for s in one_controller for a in s)
     lines: list[str] = []
@@ -397,3 +401,41 @@ def test_on_three_controllers_the_schedules_fault_the_quorum_and_run_on_it(tmp_p
     assert {k for k in seen.kinds if k.endswith("_controller")}, seen.kinds
     written = sorted((tmp_path / "schedules").glob("*.elr.yaml"))
     assert written and all(load_scenario(path).cluster.controllers == 3 for path in written)
+
+
+def test_on_three_partitions_the_schedules_aim_at_every_partitions_leader_and_run_on_them(tmp_path: Path) -> None:
+    """``elr explore --partitions 3``: the schedules also draw faults aimed at the leader of any
+    partition (other schedules than one partition's, seed for seed), each is written with the topic's
+    three partitions, and a correct oracle agrees with the system on every partition of them."""
+    topic = replace(TOPIC, more_partitions=((1, 2, 0), (2, 0, 1)))
+    drawn = list(itertools.islice(schedules(get_profile("kafka"), 0, 8, None, partitions=3), 60))
+    assert drawn and drawn == list(itertools.islice(schedules(get_profile("kafka"), 0, 8, None, partitions=3), 60))
+    assert drawn != list(itertools.islice(schedules(get_profile("kafka"), 0, 8, None), 60))
+    lines: list[str] = []
+    ex = Explorer(Fake, None, "kafka", get_profile("kafka"), tmp_path, CLUSTER, topic, say=lines.append)
+    seen = ex.explore(iter(drawn[:8]), time.monotonic() + 120)
+    assert seen.counts["finding"] == 0 and seen.counts["agrees"] + seen.counts["documented"] >= 4, lines
+    written = sorted((tmp_path / "schedules").glob("*.elr.yaml"))
+    assert written and all(load_scenario(path).topic.assignment == topic.assignment for path in written)
+
+
+def test_a_written_expectation_of_another_partition_is_held_to_the_system(tmp_path: Path) -> None:
+    """The partition keys ``write_scenario`` writes are live: partition 2's leader crashes, the
+    written scenario expects partition 2's new leader, and the same file with that leader changed
+    fails on the same system at that step."""
+    from pytest_elr.actions import Crash, Produce
+
+    topic = replace(TOPIC, more_partitions=((1, 2, 0), (2, 0, 1)))
+    actions = [Produce(count=3, acks="all"), Crash(broker=2), Produce(count=3, acks="all")]
+    path = tmp_path / "p2.elr.yaml"
+    scenario = write_scenario(path, "p2", "", actions, CLUSTER, topic, "kafka", get_profile("kafka"), expect=True)
+    assert scenario is not None and run_scenario(scenario, Fake(), "kafka").passed
+    doc = yaml.safe_load(path.read_text())
+    assert doc["topic"]["partitions"] == 3
+    crashed = doc["steps"][1]["expect"]["partitions"]
+    assert crashed[2]["leader"] == 0, crashed  # partition 2 (led by 2) moves to 0, its next in the ISR
+    crashed[2]["leader"] = 1
+    planted = tmp_path / "p2-wrong.elr.yaml"
+    planted.write_text(yaml.safe_dump(doc, sort_keys=False))
+    wrong = run_scenario(load_scenario(planted), Fake(), "kafka")
+    assert not wrong.passed and "S2" in wrong.message and "partition 2" in wrong.message, wrong.message

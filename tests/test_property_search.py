@@ -141,8 +141,13 @@ def test_the_controller_rules_are_hidden_from_a_one_controller_search() -> None:
     one = machine_for(SearchConfig(profile=get_profile("kip966")))
     three = machine_for(SearchConfig(profile=get_profile("kip966"), controllers=QUORUM,
                                      kinds=(*KINDS, *CONTROLLER_KINDS)))
-    for name in ("stop_controller", "restart_controller", "isolate_controller"):
+    for name in ("stop_controller", "restart_controller", "isolate_controller", "cut_controller_link"):
         assert getattr(one, name) is None and getattr(three, name) is not None
+    machine = three()
+    machine.cut_controller_link(b=1, victim="active", both_ways=False)
+    machine.cut_controller_link(b=2, victim=2, both_ways=True)
+    assert [a.links for a in machine.actions] == [((1, "controller:active"),),
+                                                  ((2, "controller:2"), ("controller:2", 2))], machine.actions
     with pytest.raises(ValueError, match="need a cluster of 3 controllers"):
         search("kip966", max_examples=1, kinds=("controller", "isolate"))
 
@@ -231,3 +236,33 @@ def test_a_written_counterexample_passes_under_pytest_on_every_profile_it_declar
     pytester.makefile(".elr.yaml", found=text)
     result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
+
+
+def test_the_partition_rule_aims_at_that_partitions_leader_and_is_hidden_on_one_partition() -> None:
+    """On a topic of three partitions (leaders 0, 1, 2 by the rotated assignment) the rule faults
+    the leader of the partition drawn, modulo the partitions; on one partition it does not exist,
+    so a one-partition seed draws what it drew before it, and asking for it there is an error."""
+    from pytest_elr.actions import Crash, Cut
+    from pytest_elr.schedule.search import KINDS, PARTITION_KINDS, SearchConfig, machine_for
+
+    three = machine_for(SearchConfig(profile=get_profile("kip966"), partitions=3, kinds=(*KINDS, *PARTITION_KINDS)))
+    machine = three()
+    assert [p.part.leader for p in machine.model.partitions.values()] == [0, 1, 2]
+    machine.fault_on_partition_leader(p=5, fault="crash")  # 5 % 3: partition 2
+    machine.fault_on_partition_leader(p=1, fault="isolate")
+    assert machine.actions == [Crash(broker=2), Cut(links=isolation_links(1, "all", BROKERS))], machine.actions
+    assert machine_for(SearchConfig(profile=get_profile("kip966"))).fault_on_partition_leader is None
+    with pytest.raises(ValueError, match="need a topic of several partitions"):
+        search("kip966", max_examples=1, kinds=("partition_leader", "isolate"))
+
+
+def test_the_search_on_three_partitions_checks_every_partitions_invariants() -> None:
+    """Legacy loses records on every partition whose last leader lost its disk: drawn among faults
+    aimed at any partition's leader, the first counterexample (as drawn: shrinking heads for
+    partition 0, where the first record goes) breaks the invariants of partitions 1 and 2 too."""
+    found = search("legacy", max_examples=300, partitions=3, kinds=("partition_leader", "lossy", "restart", "heal"),
+                   shrink=False)
+    assert found is not None
+    actions, violations = found
+    assert {p for p in range(3) if any(f"partition={p} " in v for v in violations)} == {0, 1, 2}, violations
+    assert violations_on(get_profile("legacy"), actions, partitions=3) != []

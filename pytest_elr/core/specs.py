@@ -36,6 +36,14 @@ class TopicSpec:
         return (self.replicas, *self.more_partitions)
 
 
+def rotated_assignment(replicas: tuple[int, ...], partitions: int) -> tuple[tuple[int, ...], ...]:
+    """``partitions`` partitions of ``replicas``, partition p holding the list rotated by p: the
+    preferred leader moves on by one broker a partition, so the leaders spread round-robin (the
+    language's ``topic: {partitions: N, replicas: [...]}``)."""
+    n = len(replicas)
+    return tuple(tuple(replicas[p % n:] + replicas[:p % n]) for p in range(partitions))
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     """A background producer that runs for the whole scenario."""

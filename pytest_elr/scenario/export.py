@@ -12,9 +12,29 @@ from pytest_elr.core.specs import ClusterSpec, TopicSpec
 
 
 def expectation_of(obs: Observation) -> dict[str, Any]:
-    """A step's ``expect`` for the state ``obs`` (leader ``none`` when leaderless)."""
+    """A step's ``expect`` for the state ``obs`` (leader ``none`` when leaderless); the topic's other
+    partitions under ``partitions``, one key a partition (``partitions_of`` groups equal ones)."""
+    expect = {**_partition_expectation(obs), "fenced": list(obs.fenced)}
+    if obs.partitions:
+        expect["partitions"] = {i: _partition_expectation(o) for i, o in sorted(obs.partitions.items())}
+    return expect
+
+
+def _partition_expectation(obs: Observation) -> dict[str, Any]:
     return {"leader": "none" if obs.leader is None else obs.leader, "isr": list(obs.isr), "elr": list(obs.elr),
-            "last_known_elr": list(obs.last_known_elr), "fenced": list(obs.fenced)}
+            "last_known_elr": list(obs.last_known_elr)}
+
+
+def partitions_of(by_partition: dict[int, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """``partitions: {p: {...}}`` with the partitions that expect the same written once, as a set
+    (``"1,3"``): a 50-partition topic's step reads as a few lines, not 50."""
+    groups: dict[str, list[int]] = {}
+    values: dict[str, dict[str, Any]] = {}
+    for p, expected in sorted(by_partition.items()):
+        key = repr(sorted(expected.items()))
+        groups.setdefault(key, []).append(p)
+        values[key] = expected
+    return {(ps[0] if len(ps) == 1 else ",".join(map(str, ps))): values[key] for key, ps in groups.items()}
 
 
 def scenario_yaml(
@@ -35,7 +55,12 @@ def scenario_yaml(
     for i, action in enumerate(actions, 1):
         step: dict[str, Any] = {"at": f"S{i}", "do": action.to_yaml(cluster.brokers)}
         if expectations is not None and expectations[i - 1]:
-            step["expect"] = expectations[i - 1]
+            expect = dict(expectations[i - 1])
+            if expect.get("partitions"):
+                expect["partitions"] = partitions_of(expect["partitions"])
+            elif "partitions" in expect:
+                del expect["partitions"]
+            step["expect"] = expect
         steps.append(step)
     doc = {
         "name": name,
@@ -43,10 +68,20 @@ def scenario_yaml(
         **({"profiles": profiles} if profiles else {}),
         "cluster": {"brokers": list(cluster.brokers), "controllers": cluster.controllers,
                     **({"log_dirs": log_dirs} if log_dirs > 1 else {})},
-        "topic": {"name": topic.name, "replicas": list(topic.replicas),
-                  "min_insync_replicas": topic.min_insync_replicas},
+        "topic": _topic_yaml(topic),
         "steps": steps,
         "verdict": {"acked_loss": "none",
                     "by_profile": {p: {"acked_loss": v} for p, v in verdict_by_profile.items()}},
     }
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
+
+
+def _topic_yaml(topic: TopicSpec) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": topic.name}
+    if topic.more_partitions:  # every partition's replicas written out: the language checks them as given
+        doc["partitions"] = topic.partitions
+        doc["assignment"] = {p: list(r) for p, r in enumerate(topic.assignment)}
+    else:
+        doc["replicas"] = list(topic.replicas)
+    doc["min_insync_replicas"] = topic.min_insync_replicas
+    return doc

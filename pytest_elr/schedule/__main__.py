@@ -15,7 +15,8 @@ import yaml
 from pytest_elr.actions import Action
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.commandline import command_parser
-from pytest_elr.core.specs import ClusterSpec, TopicSpec
+from pytest_elr.core.limits import MAX_PARTITIONS
+from pytest_elr.core.specs import ClusterSpec, TopicSpec, rotated_assignment
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.export import scenario_yaml
@@ -30,10 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--controllers", type=int, choices=(1, QUORUM), default=1,
                         help=f"KRaft controllers; with {QUORUM}, controller faults are drawn too (default: 1)")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions of the topic, leaders spread over the brokers; with more than one, "
+                             "faults are aimed at any partition's leader too (default: 1)")
     parser.add_argument("--out", type=Path, help="write the shrunk counterexample as a scenario")
     args = parser.parse_args(argv)
+    if not 1 <= args.partitions <= MAX_PARTITIONS:
+        parser.error(f"--partitions: 1 to {MAX_PARTITIONS}, not {args.partitions}")
     started = time.monotonic()
-    found = search(args.profile, max_examples=args.examples, steps=args.steps, controllers=args.controllers)
+    found = search(args.profile, max_examples=args.examples, steps=args.steps, controllers=args.controllers,
+                   partitions=args.partitions)
     elapsed = time.monotonic() - started
     if found is None:
         print(f"profile {args.profile}: no invariant broken in {args.examples} schedules ({elapsed:.1f}s)")
@@ -45,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     for v in violations:
         print(f"  {v}")
     if args.out:
-        args.out.write_text(counterexample_yaml(args.profile, actions, violations, controllers=args.controllers))
+        args.out.write_text(counterexample_yaml(args.profile, actions, violations, controllers=args.controllers,
+                                                partitions=args.partitions))
         print(f"written to {args.out}")
     return 1
 
@@ -54,12 +62,14 @@ def _flow(items: list[dict[str, object]]) -> str:
     return "; ".join(yaml.safe_dump(item, default_flow_style=True).strip()[1:-1] for item in items)
 
 
-def counterexample_yaml(profile: str, actions: list[Action], violations: list[str], controllers: int = 1) -> str:
+def counterexample_yaml(profile: str, actions: list[Action], violations: list[str], controllers: int = 1,
+                        partitions: int = 1) -> str:
     """The counterexample as a scenario that passes under pytest: every profile declares the loss
     the model gives it on this schedule (found where it was found, none or found elsewhere), and a
     profile the model cannot pass whatever the verdict is left out of ``profiles:``, saying why."""
     cluster = ClusterSpec(brokers=BROKERS, controllers=controllers)
-    topic = TopicSpec(name="found", replicas=BROKERS, min_insync_replicas=MIN_ISR)
+    topic = TopicSpec(name="found", replicas=BROKERS, min_insync_replicas=MIN_ISR,
+                      more_partitions=rotated_assignment(BROKERS, partitions)[1:])
     name = f"found-{profile}-counterexample"
     # whole words: a description cut mid-word reads as a bug of its own
     description = textwrap.shorten(f"Shrunk by Hypothesis under profile {profile}: " + "; ".join(violations),

@@ -52,7 +52,8 @@ from pytest_elr.core.commandline import command_parser
 from pytest_elr.core.concurrency import parallel_count, sigterm_interrupts, whole_lines
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import Run
-from pytest_elr.core.specs import ClusterSpec, TopicSpec
+from pytest_elr.core.limits import MAX_PARTITIONS
+from pytest_elr.core.specs import ClusterSpec, TopicSpec, rotated_assignment
 from pytest_elr.model import build_model
 from pytest_elr.model.alternatives import Alternatives
 from pytest_elr.model.cluster import ModelError
@@ -176,15 +177,16 @@ def signature(result: RunResult) -> str:
 
 def schedules(profile: Profile, seed_value: int, steps: int, kinds: frozenset[str] | None,
               brokers: tuple[int, ...] = BROKERS, min_isr: int = MIN_ISR,
-              controllers: int = 1) -> Iterator[list[Action]]:
+              controllers: int = 1, partitions: int = 1) -> Iterator[list[Action]]:
     """Schedules the property search's machine draws, seed by seed: each with acks=all records at
     stake and at least two kinds of fault, only ``kinds`` when given, each schedule once; on
-    ``controllers`` > 1, controller faults too."""
+    ``controllers`` > 1, controller faults too; on ``partitions`` > 1, faults aimed at the leader
+    of any partition."""
     seen: set[tuple[Action, ...]] = set()
     batch: list[list[Action]] = []
 
     config = SearchConfig(profile=profile, brokers=brokers, min_isr=min_isr, controllers=controllers,
-                          kinds=default_kinds(controllers))
+                          partitions=partitions, kinds=default_kinds(controllers, partitions))
 
     class Collect(machine_for(config)):  # type: ignore[misc]
         def teardown(self) -> None:
@@ -231,7 +233,13 @@ def model_trace(actions: list[Action], cluster: ClusterSpec, topic: TopicSpec,
         except ModelError:
             return None
         each = [expectation_of(state.observe()) for state in states.states]
-        out.append({k: v for k, v in each[0].items() if all(_same(e[k], v) for e in each)})
+        agreed = {k: v for k, v in each[0].items() if k != "partitions" and all(_same(e[k], v) for e in each)}
+        if "partitions" in each[0]:  # field by field within each partition, likewise
+            agreed["partitions"] = {p: {k: v for k, v in fields.items()
+                                        if all(_same(e["partitions"][p][k], v) for e in each)}
+                                    for p, fields in each[0]["partitions"].items()}
+            agreed["partitions"] = {p: f for p, f in agreed["partitions"].items() if f}
+        out.append(agreed)
     return out
 
 
@@ -537,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controllers", type=int, choices=(1, QUORUM), default=1,
                         help=f"KRaft controllers of the cluster; with {QUORUM}, schedules stop, restart and isolate "
                              "controllers too (default: 1)")
+    parser.add_argument("--partitions", type=bounded("--partitions", 1, MAX_PARTITIONS), default=1,
+                        help="partitions of the topic, leaders spread over the brokers; with more than one, "
+                             "faults are aimed at any partition's leader too (default: 1)")
     parser.add_argument("--out", type=Path, default=Path(".elr-explore"))
     parser.add_argument("--parallel", type=parallel_count, default=None,
                         help="schedules at once, each on a session (cluster pool) of its own (default: the clusters "
@@ -582,7 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     explorer = Explorer(backend, args.kafka_version, args.profile, oracle, args.out,
                         ClusterSpec(brokers=BROKERS, log_dirs=MoveLogDir.log_dirs_needed,
                                     controllers=args.controllers),
-                        TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR),
+                        TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR,
+                                  more_partitions=rotated_assignment(BROKERS, args.partitions)[1:]),
                         confirm=args.confirm, shrink_replays=args.shrink_replays, mutant=args.mutant,
                         kafka_mutant=args.kafka_mutant)
     parallel = args.parallel or cluster_slots()
@@ -590,7 +602,8 @@ def main(argv: list[str] | None = None) -> int:
           f"for {args.budget:.0f} s (seed {args.seed}, {parallel} at once)", flush=True)
     interrupted = False
     try:
-        explorer.explore(schedules(oracle, args.seed, args.steps, kinds, controllers=args.controllers),
+        explorer.explore(schedules(oracle, args.seed, args.steps, kinds, controllers=args.controllers,
+                                   partitions=args.partitions),
                          time.monotonic() + args.budget,
                          parallel=parallel)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the clusters are gone; keep what was seen

@@ -58,8 +58,10 @@ from pytest_elr.actions import (
     Slow,
     UncleanElection,
 )
-from pytest_elr.core.nodes import CONTROLLER, Node, isolation_links
+from pytest_elr.core.limits import MAX_PARTITIONS
+from pytest_elr.core.nodes import CONTROLLER, Node, isolation_links, one_controller
 from pytest_elr.core.observation import Refusal
+from pytest_elr.core.specs import rotated_assignment
 from pytest_elr.model import invariants
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.profiles import Profile, Rules, get_profile
@@ -88,9 +90,17 @@ NOT_DRAWN: dict[str, str] = {
 }
 
 
-def default_kinds(controllers: int) -> tuple[str, ...]:
-    """Every kind of rule a cluster of ``controllers`` draws from."""
-    return KINDS + CONTROLLER_KINDS if controllers > 1 else KINDS
+#: kinds of rule drawn only on a topic of several partitions (``SearchConfig.partitions``): a fault
+#: aimed at the leader of another partition than 0 (a broker's fault changes every partition it holds
+#: in one step; the partition it leads is where the election is). Apart from ``KINDS`` for the same
+#: reason as the controller kinds: a one-partition search draws what it drew before, seed for seed.
+PARTITION_KINDS = ("partition_leader",)
+
+
+def default_kinds(controllers: int, partitions: int = 1) -> tuple[str, ...]:
+    """Every kind of rule a cluster of ``controllers`` and a topic of ``partitions`` draw from."""
+    return (KINDS + (CONTROLLER_KINDS if controllers > 1 else ())
+            + (PARTITION_KINDS if partitions > 1 else ()))
 
 
 def _enabled(kind: str):  # type: ignore[no-untyped-def]
@@ -112,6 +122,13 @@ class SearchConfig:
     kinds: tuple[str, ...] = KINDS
     #: KRaft controllers of the searched cluster; the ``controller`` kind needs more than one
     controllers: int = 1
+    #: partitions of the searched topic, their replicas rotated over the brokers (``rotated_assignment``);
+    #: the ``partition_leader`` kind needs more than one
+    partitions: int = 1
+
+    @property
+    def assignment(self) -> tuple[tuple[int, ...], ...]:
+        return rotated_assignment(self.brokers, self.partitions)
 
 
 class InvariantBroken(AssertionError):
@@ -130,8 +147,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         cfg = self.config
-        self.model = ModelCluster(cfg.brokers, list(cfg.brokers), cfg.min_isr, cfg.profile,
-                                  controllers=cfg.controllers)
+        self.model = model_for(cfg)
         self.actions: list[Action] = []
         self.enabled: frozenset[str] = frozenset(KINDS)
         type(self).last_actions = self.actions
@@ -148,7 +164,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         ProtocolMachine.kinds_applied.add(action.kind)
 
     def _target(self, victim: int | str) -> int | None:
-        return self.model.part.leader if victim == "leader" else int(victim)
+        """A broker, ``leader`` (partition 0's, when the step is drawn) or ``leader:<p>`` (partition p's)."""
+        if isinstance(victim, str) and victim.startswith("leader"):
+            _, _, p = victim.partition(":")
+            return self.model.partitions[int(p or 0)].part.leader
+        return int(victim)
 
     def _running(self, b: int) -> bool:
         return self.model.brokers[b].running
@@ -341,6 +361,38 @@ class ProtocolMachine(RuleBasedStateMachine):
     def isolate_controller(self, victim: int | str, scope: str) -> None:
         self._do(IsolateController(controller=victim, scope=scope))  # type: ignore[arg-type]
 
+    @_enabled("controller")
+    @rule(b=st.sampled_from(BROKERS), victim=st.one_of(st.just("active"), st.integers(0, QUORUM - 1)),
+          both_ways=st.booleans())
+    def cut_controller_link(self, b: int, victim: int | str, both_ways: bool) -> None:
+        """A broker cut from one controller (the active one most often), not from the others: it
+        reaches the quorum only while another controller leads (issue 27: "a broker partitioned
+        from the active controller but not from the others")."""
+        end = one_controller(victim)
+        self._do(Cut(links=((b, end), (end, b)) if both_ways else ((b, end),)))
+
+    # --- a topic of several partitions (``partitions`` > 1 only) ----------------------------------
+
+    @_enabled("partition_leader")
+    @rule(p=st.integers(0, MAX_PARTITIONS - 1),
+          fault=st.sampled_from(["crash", "isolate", "lossy", "shutdown", "pause"]))
+    def fault_on_partition_leader(self, p: int, fault: str) -> None:
+        """A broker fault aimed at the leader of partition p (drawn modulo the topic's partitions,
+        so the strategy is the same whatever their number), on the terms of the rule of its kind."""
+        b = self._target(f"leader:{p % self.config.partitions}")
+        if b is None or not self._running(b):
+            return
+        if fault == "isolate":
+            self._do(Cut(links=isolation_links(b, "all", self.config.brokers)))
+        elif fault == "lossy" and self.model.ledger_allows(b):
+            self._do(PowerOff(brokers=(b,)))
+        elif fault == "shutdown":
+            self._do(Shutdown(broker=b))
+        elif fault == "crash":
+            self._do(Crash(broker=b))
+        elif fault == "pause" and not self.model.brokers[b].paused:
+            self._do(Pause(broker=b))
+
     @precondition(lambda self: len(self.actions) > 0)
     @invariant()
     def protocol_invariants(self) -> None:
@@ -350,10 +402,18 @@ class ProtocolMachine(RuleBasedStateMachine):
             raise InvariantBroken("\n".join(str(v) for v in found))
 
 
-def violations_on(profile: Profile, actions: list[Action], controllers: int = 1) -> list[str]:
+def model_for(cfg: SearchConfig) -> ModelCluster:
+    """A fresh model of the searched cluster and topic."""
+    first, *more = cfg.assignment
+    return ModelCluster(cfg.brokers, list(first), cfg.min_isr, cfg.profile, controllers=cfg.controllers,
+                        more_partitions=tuple(list(r) for r in more))
+
+
+def violations_on(profile: Profile, actions: list[Action], controllers: int = 1,
+                  partitions: int = 1) -> list[str]:
     """The invariants ``actions`` break on a fresh model under ``profile`` (the machine's own
     check, after each action): a counterexample replayed on another profile or set of rules."""
-    model = ModelCluster(BROKERS, list(BROKERS), MIN_ISR, profile, controllers=controllers)
+    model = model_for(SearchConfig(profile=profile, controllers=controllers, partitions=partitions))
     for action in actions:
         try:
             model.apply(action)
@@ -363,6 +423,18 @@ def violations_on(profile: Profile, actions: list[Action], controllers: int = 1)
         if found:
             return [str(v) for v in found]
     return []
+
+
+def check_config(cfg: SearchConfig) -> None:
+    """A ``ValueError`` saying what is wrong with a search's cluster, topic and kinds."""
+    if cfg.controllers not in (1, QUORUM):
+        raise ValueError(f"controllers={cfg.controllers}: the search runs on 1 or {QUORUM} controllers")
+    if cfg.controllers == 1 and set(cfg.kinds) & set(CONTROLLER_KINDS):
+        raise ValueError(f"the kinds {CONTROLLER_KINDS} need a cluster of {QUORUM} controllers")
+    if not 1 <= cfg.partitions <= MAX_PARTITIONS:
+        raise ValueError(f"partitions={cfg.partitions}: 1 to {MAX_PARTITIONS}")
+    if cfg.partitions == 1 and set(cfg.kinds) & set(PARTITION_KINDS):
+        raise ValueError(f"the kinds {PARTITION_KINDS} need a topic of several partitions")
 
 
 def machine_for(cfg: SearchConfig) -> type[ProtocolMachine]:
@@ -425,10 +497,11 @@ def search(
     kinds: tuple[str, ...] | None = None,
     shrink: bool = True,
     controllers: int = 1,
+    partitions: int = 1,
 ) -> tuple[list[Action], list[str]] | None:
     """Explore random schedules; return the shrunk counterexample (actions, violations), if any
     (``shrink=False``: the first one found, as drawn). ``kinds``: by default every kind a cluster of
-    ``controllers`` draws (``default_kinds``).
+    ``controllers`` and a topic of ``partitions`` draw (``default_kinds``).
 
     Derandomized: the same arguments explore the same schedules, whatever else is imported
     (``run_machine``), so a result can be reproduced.
@@ -436,12 +509,9 @@ def search(
     prof = get_profile(profile) if isinstance(profile, str) else profile
     if rules is not None:
         prof = replace(prof, rules=rules)
-    cfg = SearchConfig(profile=prof, controllers=controllers,
-                       kinds=default_kinds(controllers) if kinds is None else kinds)
-    if controllers not in (1, QUORUM):
-        raise ValueError(f"controllers={controllers}: the search runs on 1 or {QUORUM} controllers")
-    if controllers == 1 and set(cfg.kinds) & set(CONTROLLER_KINDS):
-        raise ValueError(f"the kinds {CONTROLLER_KINDS} need a cluster of {QUORUM} controllers")
+    cfg = SearchConfig(profile=prof, controllers=controllers, partitions=partitions,
+                       kinds=default_kinds(controllers, partitions) if kinds is None else kinds)
+    check_config(cfg)
     machine = machine_for(cfg)
     try:
         run_machine(machine, max_examples, steps, shrink=shrink)
