@@ -74,6 +74,7 @@ def partition_numbers(run: Run, verdict: Verdict | None) -> list[int]:
     for e in run.events:
         if e["type"] == "observe":
             seen.update(int(k) for k in e.get("partitions") or {} if str(k).isdigit())
+            seen.add(_own(e))
         elif e["type"] in ("produce", "consume", "hwm_read") and isinstance(e.get("partition"), int):
             seen.add(e["partition"])
     if verdict is not None:
@@ -96,11 +97,18 @@ def _columns(events: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def state_of(e: dict[str, Any], p: int) -> dict[str, Any] | None:
-    """Partition ``p``'s fields in an observe event (partition 0's are the event's own)."""
-    if p == 0:
+    """Partition ``p``'s fields in an observe event (the event's own are partition 0's, or those of
+    the ``partition`` it names)."""
+    if p == _own(e):
         return {k: v for k, v in e.items() if k != "partitions"}
     other = (e.get("partitions") or {}).get(str(p))
     return None if other is None else {**other, "t": e.get("t"), "type": "observe", "step": e.get("step")}
+
+
+def _own(e: dict[str, Any]) -> int:
+    """The partition an event's own fields are about (none named: 0)."""
+    p = e.get("partition")
+    return p if isinstance(p, int) and not isinstance(p, bool) else 0
 
 
 def _partition_of(words: str, default: int | None = 0) -> tuple[int | None, str]:

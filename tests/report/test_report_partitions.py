@@ -261,6 +261,18 @@ def test_a_leaderless_partition_is_dark_in_its_cell(three: Path, tmp_path: Path)
     assert grid.cells[(2, "back")]["text"].startswith("–") and "leader none" in grid.cells[(2, "back")]["title"]
 
 
+def test_an_observation_naming_its_partition_is_that_partitions(three: Path, tmp_path: Path) -> None:
+    """An observe event with ``partition`` (docs/history.md: optional) holds that partition's fields."""
+    events = events_of(three)
+    back = max(i for i, e in enumerate(events) if e["type"] == "observe" and e["step"] == "back")
+    alone = {**events[back]["partitions"]["1"], "t": events[back]["t"], "type": "observe", "step": "back",
+             "partition": 1, "leader": None}
+    run = _copy(three, tmp_path / "own", [*events[:back + 1], alone, *events[back + 1:]])
+    grid = _report(tmp_path, run, _judged(run))
+    assert {key for key, c in grid.cells.items() if "off" in c["classes"]} == {(1, "back")}
+    assert grid.cells[(0, "back")]["text"] == "03"  # partition 0's own: leader 0, ISR of three, not the event's
+
+
 def test_timelines_per_partition_on_demand(three: Path, tmp_path: Path) -> None:
     events = events_of(three)
     grid = _report(tmp_path, three)
