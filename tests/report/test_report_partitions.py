@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from report_helpers import SCENARIOS, events_of
+from test_report_chromium import browse, chromium  # noqa: F401  (the fixture)
 
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.checker import Verdict, check_history
@@ -365,3 +366,37 @@ def test_one_partition_runs_are_unchanged(history_root: Path, tmp_path: Path, mo
     clock = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
     assert clock.sub("", with_feature) == clock.sub("", without.read_text(encoding="utf-8"))
     assert "pgrid" not in with_feature and "ptl" not in with_feature
+
+
+#: run in the page after layout: the grid's box, its cells' colours, the timelines' open state
+GRID_PROBE = """<script>
+const box = document.querySelector('.pgrid').getBoundingClientRect();
+const colour = q => { const e = document.querySelector(q); return e ? getComputedStyle(e).boxShadow : null; };
+const shown = () => [...document.querySelectorAll('details.ptl svg')].filter(s => s.checkVisibility()).length;
+const closed = shown();
+const last = document.querySelector('details.ptl[data-partition="999"]');
+last.open = true;
+const opened = last.querySelector('svg').getBoundingClientRect().height;
+const pre = document.createElement('pre');
+pre.id = 'probe';
+pre.textContent = JSON.stringify({height: box.height, viewport: innerHeight, rows: document.querySelectorAll(
+  '.pgrid-t tbody tr').length, bad: colour('td.c.bad'), fine: colour('td.c:not(.bad)'), closed: closed,
+  shown: shown(), opened: opened, details: document.querySelectorAll('details.ptl').length});
+document.body.appendChild(pre);
+</script>"""
+
+
+def test_a_thousand_partitions_in_a_browser(chromium: str, tmp_path: Path) -> None:  # noqa: F811
+    """In Chromium the 1000-row grid scrolls in a box under the window's height, the planted finding's
+    cell is outlined in red, and the timelines stay hidden until one is opened."""
+    run = _many(tmp_path, 1000)
+    html = build_report([run], tmp_path / "r.html", {run: _judged(run)}).read_text(encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.replace("</body>", GRID_PROBE + "</body>"), encoding="utf-8")
+    dom = browse(chromium, tmp_path, "--window-size=1280,1000", "--dump-dom", probe.as_uri()).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    m = json.loads(found.group(1).replace("&quot;", '"'))
+    assert m["rows"] == 1000 and 100 < m["height"] <= 0.7 * m["viewport"] + 1, m
+    assert "rgb(215, 25, 28)" in m["bad"] and m["fine"] == "none", m
+    assert m["details"] == MAX_TIMELINES and m["closed"] == 0 and m["shown"] == 1 and m["opened"] > 100, m
