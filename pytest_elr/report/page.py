@@ -291,6 +291,8 @@ def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisM
     for key, name in (("kafka_version", "kafka"), ("min_insync_replicas", "min ISR"), ("topic", "topic")):
         if run.meta.get(key) is not None:
             facts.append(_fact(name, run.meta[key], key + " small"))
+    if len(parts := partition_numbers(run, verdict)) > 1:  # (a one-partition run's facts are as they were)
+        facts.append(_fact("partitions", len(parts), "partitions small"))
     if run.malformed:
         facts.append(_fact("malformed lines", run.malformed, "malformed small"))
     # the records the verdict names lost are the ones marked on the timeline

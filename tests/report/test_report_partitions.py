@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_helpers import SCENARIOS, events_of
+from report_helpers import SCENARIOS, ReportDom, events_of
 from test_report_chromium import browse, chromium  # noqa: F401  (the fixture)
 
 from pytest_elr.backends.model import ModelBackend
@@ -197,6 +197,8 @@ def test_records_at_stake_per_partition_are_the_checkers(fifty: Path, tmp_path: 
         row = grid.rows[p]
         assert (row["acked"], row["read"], row["lost"]) == tuple(str(counts[k]) for k in ("acked", "read", "lost"))
     assert sum(int(r["acked"]) for r in grid.rows.values()) == verdict.acked
+    html = (tmp_path / f"{fifty.name}.html").read_text(encoding="utf-8")
+    assert ReportDom(html).sections[fifty.name]["facts"]["partitions"] == "50"
 
 
 def test_a_planted_disagreement_shows_in_exactly_its_cell(three: Path, tmp_path: Path) -> None:
