@@ -21,6 +21,8 @@ from pytest_elr.checker.verdict import ANOMALIES_DOC, FATAL, Verdict, explain
 from pytest_elr.core.history import Run
 from pytest_elr.core.observation import fault_bit
 from pytest_elr.model.invariants import DATA_INVARIANTS
+from pytest_elr.report.partitions import CSS as PARTITIONS_CSS
+from pytest_elr.report.partitions import partition_numbers, partitions_section
 from pytest_elr.report.rollup import rates_section
 from pytest_elr.report.svg import COLOURS, render
 from pytest_elr.report.timeline import AxisMode, build_timeline
@@ -144,9 +146,12 @@ def page(runs: list[Run], verdicts: list[Verdict | None], axis: AxisMode = "auto
     pairs = zip(runs, verdicts, strict=True)
     body += [_section(run, verdict, anchors[n], n, axis) for n, (run, verdict) in enumerate(pairs)]
     title = f"pytest-elr report — {len(runs)} run{'s' * (len(runs) != 1)}"
+    # the grid's rules only where a run has several partitions: a page of one-partition runs is as it was
+    several = any(len(partition_numbers(run, verdict)) > 1 for run, verdict in zip(runs, verdicts, strict=True))
+    css = CSS + (PARTITIONS_CSS if several else "")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{escape(title)}</title><style>{CSS}</style></head>\n"
+            f"<title>{escape(title)}</title><style>{css}</style></head>\n"
             f"<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n")
 
 
@@ -286,6 +291,8 @@ def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisM
     for key, name in (("kafka_version", "kafka"), ("min_insync_replicas", "min ISR"), ("topic", "topic")):
         if run.meta.get(key) is not None:
             facts.append(_fact(name, run.meta[key], key + " small"))
+    if len(parts := partition_numbers(run, verdict)) > 1:  # (a one-partition run's facts are as they were)
+        facts.append(_fact("partitions", len(parts), "partitions small"))
     if run.malformed:
         facts.append(_fact("malformed lines", run.malformed, "malformed small"))
     # the records the verdict names lost are the ones marked on the timeline
@@ -305,6 +312,7 @@ def _section(run: Run, verdict: Verdict | None, anchor: str, n: int, axis: AxisM
     if verdict is not None and verdict.lost_count:
         parts.append(f'<p class="lostlist"><b>Lost</b> (acknowledged with acks=all, never read): '
                      f"{escape(verdict.examples(30))}</p>")
+    parts.append(partitions_section(run, verdict, anchor, n, axis))  # "" for a topic of one partition
     parts.append(_findings(run))
     parts.append(_steps(run, word == "known failure"))
     parts.append('<p class="back"><a href="#verdicts">↑ verdicts</a></p></section>')
