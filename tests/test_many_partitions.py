@@ -251,16 +251,36 @@ def test_the_verdict_names_the_partition_that_lost_records() -> None:
     assert result.verdict.partitions[0]["lost"] == 0 and result.verdict.partitions[2]["lost"] == 0
 
 
-def test_an_invariant_broken_on_partition_2_names_it() -> None:
+def test_an_invariant_broken_on_partition_2_names_it(tmp_path: Path) -> None:
     class LeaderOutsideIsr(Fake):
         def observe(self) -> Observation:
             obs = super().observe()
             return replace(obs, partitions={**obs.partitions, 2: replace(obs.partitions[2], elr=(1,))})
 
     text = TWO.replace("  - at: T1\n    do: [{crash: 2}]\n", "")
-    result = run_scenario(parse_scenario(text, "two.elr.yaml"), LeaderOutsideIsr(), "kafka")
+    result = run_scenario(parse_scenario(text, "two.elr.yaml"), LeaderOutsideIsr(), "kafka", tmp_path)
     assert not result.passed
     assert "partition 2: invariant elr_empty_at_min_isr broken on the observed state" in result.message
+    # the history says which partition, as a field (the report's grid puts it in that row)
+    assert result.history_dir is not None
+    events = [json.loads(line) for line in (result.history_dir / "events.jsonl").read_text().splitlines()]
+    broken = [e for e in events if e["type"] == "violation"]
+    assert broken and {e["partition"] for e in broken} == {2}, broken
+
+
+def test_the_models_own_invariants_name_the_partition_that_breaks_them() -> None:
+    """The oracle's self-check (``invariants.check``) on a topic of three partitions: a state planted
+    in partition 1 breaks an invariant of partition 1, and the violation says so as a field."""
+    from pytest_elr.model import invariants
+    from pytest_elr.model.profiles import get_profile
+
+    m = build_model(*cluster_and_topic_from_python({"brokers": [0, 1, 2]},
+                                                   {"partitions": 3, "replicas": 3, "min_insync_replicas": 2},
+                                                   ("x", 1)), get_profile("kafka"))
+    assert invariants.check(m, len(m.committed)) == []
+    m.partitions[1].part.elr = list(m.partitions[1].part.isr[:1])  # an ELR member also in the ISR
+    found = invariants.check(m, len(m.committed))
+    assert found and {v.partition for v in found} == {1}, found
 
 
 # --- one partition: as it was --------------------------------------------------------------------------

@@ -34,6 +34,8 @@ INVARIANT_NAMES = tuple(sorted(DATA_INVARIANTS | {
 class Violation:
     invariant: str
     detail: str
+    #: the partition whose state breaks it (None: a topic of one partition, which needs no name)
+    partition: int | None = None
 
     def __str__(self) -> str:
         return f"invariant {self.invariant} broken: {self.detail}"
@@ -95,7 +97,7 @@ def _check_partition(m: ModelCluster, p: ModelPartition, last_hwm: int | None) -
     def fail(name: str, why: str) -> None:
         if name in _silenced:
             return
-        found.append(Violation(name, f"{why} (state: {state})"))
+        found.append(Violation(name, f"{why} (state: {state})", p.id if len(m.partitions) > 1 else None))
 
     # Structural rules of the ELR, whatever was lost.
     overlap = set(part.elr) & set(part.isr)

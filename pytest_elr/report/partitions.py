@@ -124,9 +124,9 @@ def _findings(e: dict[str, Any]) -> Iterable[tuple[int | None, str]]:
         for d in e.get("differences") or [e.get("field")]:
             _, words = _partition_of(str(d))
             yield int(e.get("partition") or 0), f"disagreement: {words}"
-    elif kind == "violation":  # the history names the partition in the words only
+    elif kind == "violation":  # its ``partition``; a history written before it, in the words only
         p, words = _partition_of(str(e.get("message") or ""))
-        yield p, f"invariant broken: {words}"
+        yield (p if e.get("partition") is None else int(e["partition"])), f"invariant broken: {words}"
     elif kind == "step" and e.get("phase") == "end":
         for m in e.get("mismatches") or []:
             p, words = _partition_of(str(m))
@@ -231,8 +231,8 @@ def partition_events(events: Sequence[dict[str, Any]], wanted: Iterable[int]) ->
             continue
         if kind in ("produce", "consume", "hwm_read", "disagreement"):
             p: int | None = int(e.get("partition") or 0)
-        elif kind == "violation":  # the history names the partition in the words only
-            p = _partition_of(str(e.get("message") or ""))[0]
+        elif kind == "violation":  # its ``partition``; a history written before it, in the words only
+            p = _partition_of(str(e.get("message") or ""))[0] if e.get("partition") is None else int(e["partition"])
         elif kind == "loss_evidence":  # a broker's log of the partition under test
             p = 0
         else:

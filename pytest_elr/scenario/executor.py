@@ -1041,14 +1041,15 @@ class Executor:
         profile = get_profile(self.profile)
         min_isr = effective_min_isr(self.min_isr, len(self.scenario.topic.replicas), profile)
         before = self.hwm_seen[-1] if self.hwm_seen else None
-        #: (invariant, words) of each violation, once each
-        found = [(v.invariant, str(v)) for v in
+        many = self.scenario.topic.partitions > 1
+        #: (invariant, words, partition) of each violation, once each (partition None: one partition)
+        found = [(v.invariant, str(v), 0 if many else None) for v in
                  observed_invariants(obs, elr=profile.elr, min_isr=min_isr, hwm_before=before)]
         if obs.hwm is not None:
             self.hwm_seen.append((step.label, obs.hwm))
         for i, o in sorted(obs.partitions.items()):  # the other partitions, each against its own
             replicas = self.scenario.topic.assignment[i] if i < self.scenario.topic.partitions else o.replicas or ()
-            found += [(v.invariant, f"partition {i}: {v}") for v in observed_invariants(
+            found += [(v.invariant, f"partition {i}: {v}", i) for v in observed_invariants(
                 o, elr=profile.elr, min_isr=effective_min_isr(self.min_isr, len(replicas), profile),
                 hwm_before=self._hwm_seen_of.get(i))]
             if o.hwm is not None:
@@ -1056,25 +1057,27 @@ class Executor:
         states = self.alternatives.states if self.alternatives is not None else [self.model]
         for state in states:  # every state the oracle still allows must keep its own invariants
             if state is not None:
-                found += [(v.invariant, str(v)) for v in invariants.check(state, len(state.committed))
-                          if (v.invariant, str(v)) not in found]
+                found += [(v.invariant, str(v), v.partition) for v in invariants.check(state, len(state.committed))
+                          if str(v) not in {text for _, text, _ in found}]
         if not found:
             return
-        for name, violation in found:
-            self.history.record("violation", message=violation, invariant=name)
+        for name, violation, partition in found:
+            where = {} if partition is None else {"partition": partition}
+            self.history.record("violation", message=violation, invariant=name, **where)
         if self.expected_loss == "found":
             # A negative control must lose acknowledged records: the invariants about data (those
             # the loss ledger bounds) break by design and are kept; any other does not follow from
             # the loss and fails the step as it would anywhere.
-            self.violations += [f"{step.label}: {text}" for name, text in found if name in invariants.DATA_INVARIANTS]
-            found = [(name, text) for name, text in found if name not in invariants.DATA_INVARIANTS]
+            self.violations += [f"{step.label}: {text}" for name, text, _ in found
+                                if name in invariants.DATA_INVARIANTS]
+            found = [f for f in found if f[0] not in invariants.DATA_INVARIANTS]
             if not found:
                 return
         raise ScenarioFailure(
             f"step {step.label} ({self.scenario.path}:{step.line}): {found[0][1]}\n"
-            + "".join(f"  {text}\n" for _, text in found[1:])
+            + "".join(f"  {text}\n" for _, text, _ in found[1:])
             + f"  on backend {self.backend.name}, profile {self.profile}",
-            tuple(Failure(step.label, name) for name in dict.fromkeys(name for name, _ in found)),
+            tuple(Failure(step.label, name) for name in dict.fromkeys(name for name, _, _ in found)),
         )
 
     # --- reads: before the end, and the final one -----------------------------------------------
