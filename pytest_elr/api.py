@@ -134,7 +134,7 @@ class ClusterHandle:
         where = _caller()
         self._refuse_after_verdict("expect", where)
         checks = expectation_from_python(expected, self.brokers, where, self.cluster.controllers,
-                                         self.topic.partitions)
+                                         self.topic.assignment)
         counted = [key for key in ELECTION_COUNTS if key in checks]
         if counted and not self._executor.count_elections:
             raise ScenarioError(f"expect: {counted[0]} counts elections since the start, which were not read "

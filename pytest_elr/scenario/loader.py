@@ -31,6 +31,7 @@ from pytest_elr.scenario.schema import (
     EXPECTATION_KEYS,
     PARTITION_KEYS,
     PARTITIONS,
+    PREFERRED_SCOPE,
     VERDICT_FAILURES,
     KnownFailure,
     LossExpectation,
@@ -97,12 +98,19 @@ def _check_depth(text: str, path: str) -> None:
 
 
 class _Builder:
-    def __init__(self, reader: Reader, controllers: int | None = None, partitions: int = 1) -> None:
+    def __init__(self, reader: Reader, controllers: int | None = None,
+                 assignment: tuple[tuple[int, ...], ...] = ()) -> None:
         self.r = reader
         #: the cluster's controllers, once read (None: not known, e.g. a Python API expectation)
         self.controllers = controllers
-        #: the topic's partitions, once read (``expect: {partitions: ...}`` names them)
-        self.partitions = partitions
+        #: the topic's replicas by partition, once read (``expect: {partitions: ...}`` names the
+        #: partitions, ``preferred 2`` those whose first replica is broker 2)
+        self.layout = assignment
+
+    @property
+    def partitions(self) -> int:
+        """The topic's partitions (1 before the topic is read)."""
+        return len(self.layout) or 1
 
     def scenario(self, root: yaml.Node) -> Scenario:
         r = self.r
@@ -266,7 +274,7 @@ class _Builder:
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
             r.fail(doc["name"], f"topic.name: {name!r} is not a valid Kafka topic name "
                                 "(1 to 200 of A-Z a-z 0-9 . _ -)")
-        self.partitions = len(assignment)
+        self.layout = assignment
         return TopicSpec(name=name, replicas=assignment[0], min_insync_replicas=min_isr, unclean_recovery=strategy,
                          more_partitions=assignment[1:])
 
@@ -507,16 +515,22 @@ class _Builder:
         return {p: out[p] for p in sorted(out)}
 
     def partition_scope(self, node: yaml.Node, what: str) -> list[int]:
-        """A partition number, ``"1,3"`` (a set), or ``all``: the topic's partitions it names."""
+        """A partition number, ``"1,3"`` (a set), ``all``, or ``preferred 2`` (``preferred 0,1``):
+        the topic's partitions it names. ``preferred B`` is every partition whose assignment lists
+        broker B first -- its preferred leader, and its first leader -- read off the topic when the
+        scenario loads, so it names the same partitions at every step, on every profile and backend
+        (docs/language.md, "Partitions by preferred leader")."""
         r = self.r
         n = self.partitions
         text = node.value if isinstance(node, yaml.ScalarNode) else None
         if text == ALL_PARTITIONS:
             return list(range(n))
+        if isinstance(text, str) and text.split(None, 1)[:1] == [PREFERRED_SCOPE]:
+            return self.preferred_scope(node, text, what)
         parts = [t.strip() for t in str(text).split(",")] if isinstance(text, str) else []
         if not parts or not all(re.fullmatch(r"[0-9]{1,4}", t) for t in parts):
-            r.fail(node, f"{what}: expected a partition number, a comma-separated set (\"1,3\") or "
-                         f"{ALL_PARTITIONS}, got {text!r}")
+            r.fail(node, f"{what}: expected a partition number, a comma-separated set (\"1,3\"), "
+                         f"{ALL_PARTITIONS} or {PREFERRED_SCOPE} <broker> (\"{PREFERRED_SCOPE} 2\"), got {text!r}")
         numbers = [int(t) for t in parts]
         for p in numbers:
             if p >= n:
@@ -525,6 +539,32 @@ class _Builder:
         if len(set(numbers)) != len(numbers):
             r.fail(node, f"{what}: {text!r} names a partition twice")
         return numbers
+
+    def preferred_scope(self, node: yaml.Node, text: str, what: str) -> list[int]:
+        """``preferred 2`` / ``preferred 0,1``: the partitions whose preferred leader is one of
+        those brokers, in partition order; a broker that is no partition's preferred leader is
+        refused (the scope would name nothing and its expectations hold vacuously)."""
+        r = self.r
+        rest = text[len(PREFERRED_SCOPE):].strip()
+        parts = [t.strip() for t in rest.split(",")]
+        if not rest or not all(re.fullmatch(r"[0-9]{1,4}", t) for t in parts):
+            r.fail(node, f"{what}: expected {PREFERRED_SCOPE} followed by a broker id or a comma-separated "
+                         f"set of them (\"{PREFERRED_SCOPE} 2\", \"{PREFERRED_SCOPE} 0,1\"), got {text!r}")
+        brokers = [int(t) for t in parts]
+        if len(set(brokers)) != len(brokers):
+            r.fail(node, f"{what}: {text!r} names a broker twice")
+        layout = self.layout or ((),)
+        leads = {b: [p for p, replicas in enumerate(layout) if replicas[:1] == (b,)] for b in brokers}
+        for b in brokers:
+            if r.brokers and b not in r.brokers:
+                r.fail(node, f"{what}: {text!r}: unknown broker id {b}; the cluster has brokers "
+                             f"{', '.join(map(str, r.brokers))}")
+            if not leads[b]:
+                firsts = sorted({replicas[0] for replicas in layout if replicas})
+                r.fail(node, f"{what}: broker {b} is no partition's preferred leader (the first replica of "
+                             f"an assignment): {PREFERRED_SCOPE} {b} would name no partition; the preferred "
+                             f"leaders are {', '.join(map(str, firsts)) or 'not known'}")
+        return sorted(p for b in brokers for p in leads[b])
 
     def expected_value(self, key: str, value: yaml.Node, what: str) -> Any:
         r = self.r
@@ -665,9 +705,10 @@ def cluster_and_topic_from_python(cluster: dict[str, Any], topic: dict[str, Any]
 
 def expectation_from_python(expected: dict[str, Any], brokers: tuple[int, ...],
                             where: tuple[str, int], controllers: int | None = None,
-                            partitions: int = 1) -> dict[str, Any]:
-    """``expect(...)``'s keyword arguments, validated exactly as a step's ``expect``."""
-    out, _ = _Builder(PythonReader(where, brokers), controllers, partitions).expectation(
+                            assignment: tuple[tuple[int, ...], ...] = ()) -> dict[str, Any]:
+    """``expect(...)``'s keyword arguments, validated exactly as a step's ``expect`` (``assignment``:
+    the topic's replicas by partition, which ``partitions=`` scopes name)."""
+    out, _ = _Builder(PythonReader(where, brokers), controllers, assignment).expectation(
         python_node(expected), "expect", allow_profiles=False)
     return out
 

@@ -24,6 +24,9 @@ PARTITION_KEYS = ("leader", "isr", "elr", "last_known_elr", "recovering", "held"
 PARTITIONS = "partitions"
 #: the scope ``all`` of ``expect: {partitions: {all: {...}}}``
 ALL_PARTITIONS = "all"
+#: the scope ``preferred 2`` (or ``preferred 0,1``): every partition whose assignment lists that
+#: broker first (its preferred leader), read off the topic's assignment when the scenario loads
+PREFERRED_SCOPE = "preferred"
 #: the expectations read from the system's counters (``Backend.election_counts``): elections since
 #: the scenario's start, counted as Kafka's controller meters count them (docs/model.md, "Metrics")
 ELECTION_COUNTS = ("elr_elections", "unclean_elections")
