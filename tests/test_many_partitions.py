@@ -124,6 +124,14 @@ def test_a_generated_assignment_rotates_so_the_preferred_leaders_spread() -> Non
      "'preferred 1,1' names a broker twice"),
     ("{partitions: 6, replicas: 3, min_insync_replicas: 2}",
      "{partitions: {all: {elr: []}, preferred 1: {elr: [0]}}}", 5, "partition 1's elr is already expected at line 5"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {all: {leader: preferd}}}", 5,
+     "expect.partitions.all.leader: expected a broker id, none (no leader) or preferred (the partition's first "
+     "replica), got 'preferd'"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {all: {isr: everyone}}}", 5,
+     "expect.partitions.all.isr: expected a broker id, a list of them or assigned (every replica of the "
+     "partition's assignment), got 'everyone'"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {all: {elr: assigned}}}", 5,
+     "expect.partitions.all.elr: expected a broker id, got 'assigned'"),
     ("{partitions: 6, replicas: 3, min_insync_replicas: 2}",
      "{partitions: {4: {leader: 1}, preferred 1: {leader: 1}}}", 5,
      "expect.partitions.preferred 1.leader: partition 4's leader is already expected at line 5"),
@@ -156,6 +164,22 @@ def test_preferred_names_the_partitions_whose_assignment_lists_the_broker_first(
     explicit = "{assignment: {0: [2, 0, 1], 1: [0, 1, 2], 2: [2, 1, 0]}, min_insync_replicas: 2}"
     assert set(_topic(explicit, expect="{partitions: {preferred 2: {isr: [0, 1, 2]}}}").steps[0]
                .expect["partitions"]) == {0, 2}
+
+
+def test_preferred_and_assigned_read_each_partition_s_assignment() -> None:
+    """``leader: preferred`` is each partition's first replica and ``isr: assigned`` (``replicas:
+    assigned``) its whole assignment, as a plain key (partition 0's) or scoped."""
+    step = _topic("{assignment: {0: [2, 0, 1], 1: [0, 1, 2], 2: [1, 0, 2]}, min_insync_replicas: 2}",
+                  expect="{leader: preferred, partitions: {'1,2': {leader: preferred, isr: assigned}, "
+                         "all: {replicas: assigned}}}").steps[0]
+    assert step.expect["leader"] == 2
+    assert step.expect["partitions"] == {
+        0: {"replicas": frozenset({0, 1, 2})},
+        1: {"leader": 0, "isr": frozenset({0, 1, 2}), "replicas": frozenset({0, 1, 2})},
+        2: {"leader": 1, "isr": frozenset({0, 1, 2}), "replicas": frozenset({0, 1, 2})}}
+    two = _topic("{partitions: 3, replicas: 2, min_insync_replicas: 1}", expect="{partitions: {all: {isr: assigned}}}")
+    assert [two.steps[0].expect["partitions"][p]["isr"] for p in range(3)] == [
+        frozenset({0, 1}), frozenset({1, 2}), frozenset({2, 0})]
 
 
 #: five partitions on three brokers, partition p led first by p mod 3: broker 1 prefers 1 and 4
@@ -195,6 +219,55 @@ def test_a_preferred_scope_holds_each_of_its_partitions_and_keeps_them_after_an_
     assert not result.passed
     assert "step T1 (p.elr.yaml:14): partition 4: leader: expected 2, observed 0" in result.message
     assert "partition 1:" not in result.message
+
+
+#: all partitions at their preferred leaders with full ISRs; under legacy an override of partition
+#: 0's ISR alone (the same set, spelled out)
+ASSIGNED_ISR = """
+name: assigned
+profiles: [kafka, legacy]
+cluster: {brokers: 3}
+topic: {partitions: 4, replicas: 2, min_insync_replicas: 1}
+steps:
+  - at: T0
+    do: [{produce: 8}]
+    expect:
+      partitions: {all: {leader: preferred, isr: assigned}}
+      by_profile:
+        legacy: {partitions: {0: {isr: [0, 1]}}}
+verdict: {acked_loss: none}
+"""
+
+
+class Partition3FollowerMissing(ModelBackend):
+    """Its own oracle, but reports partition 3 ([0, 1]) with its follower out of the ISR."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, partitions={**obs.partitions, 3: replace(obs.partitions[3], isr=(0,))})
+
+
+def test_isr_assigned_catches_one_partition_short_of_its_assignment() -> None:
+    assert run_scenario(parse_scenario(ASSIGNED_ISR, "a.elr.yaml"), ModelBackend(), "kafka").passed
+    result = run_scenario(parse_scenario(ASSIGNED_ISR, "a.elr.yaml"), Partition3FollowerMissing(), "kafka")
+    assert not result.passed
+    assert "partition 3: isr: expected [0, 1], observed [0]" in result.message
+
+
+def test_a_profile_s_partition_override_leaves_the_other_partitions_expected() -> None:
+    """``by_profile: {legacy: {partitions: {0: {isr: ...}}}}`` overrides partition 0's ISR only:
+    under legacy, partition 3's ``isr: assigned`` (and every leader) is still expected, so the
+    planted violation there is caught; a whole-key replacement would have dropped it."""
+    step = parse_scenario(ASSIGNED_ISR, "a.elr.yaml").steps[0]
+    legacy = step.expectations_for("legacy")["partitions"]
+    assert set(legacy) == {0, 1, 2, 3} and legacy[0] == {"leader": 0, "isr": frozenset({0, 1})}
+    assert legacy[3] == {"leader": 0, "isr": frozenset({0, 1})}
+    result = run_scenario(parse_scenario(ASSIGNED_ISR, "a.elr.yaml"), Partition3FollowerMissing(), "legacy")
+    assert not result.passed and "partition 3: isr: expected [0, 1], observed [0]" in result.message
+    plain = _topic("{partitions: 2, replicas: 2, min_insync_replicas: 1}",
+                   expect="{partitions: {all: {leader: preferred}}, by_profile: {legacy: {leader: 1}}}").steps[0]
+    assert plain.expectations_for("legacy") == {"leader": 1, "partitions": {1: {"leader": 1}}}
+    assert plain.expectations_for("kafka") == {"partitions": {0: {"leader": 0}, 1: {"leader": 1}}}
 
 
 # --- the model backend and the executor --------------------------------------------------------------

@@ -8,6 +8,7 @@ without bound, tabs and empty documents are refused.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,11 +27,13 @@ from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.schema import (
     ALL_PARTITIONS,
     ANY_CONTROLLER,
+    ASSIGNED,
     DIFFERABLE,
     ELECTION_COUNTS,
     EXPECTATION_KEYS,
     PARTITION_KEYS,
     PARTITIONS,
+    PREFERRED_LEADER,
     PREFERRED_SCOPE,
     VERDICT_FAILURES,
     KnownFailure,
@@ -477,7 +480,7 @@ class _Builder:
                 lines.setdefault(key, value.start_mark.line + 1)
             if key in ("by_profile", PARTITIONS):
                 continue
-            out[key] = self.expected_value(key, value, f"{what}.{key}")
+            out[key] = self.of_partition(self.expected_value(key, value, f"{what}.{key}"), 0, value)
         if PARTITIONS in doc:
             out[PARTITIONS] = self.partition_expectations(doc[PARTITIONS], f"{what}.{PARTITIONS}", out, lines)
         by_profile: dict[str, dict[str, Any]] = {}
@@ -509,7 +512,7 @@ class _Builder:
                         before = f"at line {at[(p, key)]}" if at[(p, key)] else "as a plain key (partition 0's)"
                         r.fail(v, f"{label}.{key}: partition {p}'s {key} is already expected {before}")
                     at[(p, key)] = line
-                    out.setdefault(p, {})[key] = want
+                    out.setdefault(p, {})[key] = self.of_partition(want, p, v)
                     if lines is not None:
                         lines.setdefault(f"partition {p}: {key}", line)
         return {p: out[p] for p in sorted(out)}
@@ -566,16 +569,35 @@ class _Builder:
                              f"leaders are {', '.join(map(str, firsts)) or 'not known'}")
         return sorted(p for b in brokers for p in leads[b])
 
+    def of_partition(self, want: Any, p: int, node: yaml.Node) -> Any:
+        """An expected value for partition ``p``: ``leader: preferred`` and ``isr: assigned`` read
+        off its assignment (the topic's, as written: a reassignment does not change them)."""
+        if not isinstance(want, _OfAssignment):
+            return want
+        if not self.layout:
+            self.r.fail(node, f"{want.word}: the topic's assignment is not known here")
+        replicas = self.layout[p]
+        return replicas[0] if want.word == PREFERRED_LEADER else frozenset(replicas)
+
     def expected_value(self, key: str, value: yaml.Node, what: str) -> Any:
         r = self.r
         if key == "leader":
             if isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int":
                 if value.value in ("none", "null", "~", ""):
                     return None
-                r.fail(value, f"{what}: expected a broker id or none (no leader), got {value.value!r}")
+                if value.value == PREFERRED_LEADER:
+                    return _OfAssignment(PREFERRED_LEADER)
+                r.fail(value, f"{what}: expected a broker id, none (no leader) or {PREFERRED_LEADER} (the "
+                              f"partition's first replica), got {value.value!r}")
             return r.broker(value, what)
+        if key in ("isr", "replicas") and isinstance(value, yaml.ScalarNode) and value.value == ASSIGNED:
+            return _OfAssignment(ASSIGNED)
         if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held", "replicas", "adding",
                    "removing"):
+            if (isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int"
+                    and key in ("isr", "replicas")):
+                r.fail(value, f"{what}: expected a broker id, a list of them or {ASSIGNED} (every replica of "
+                              f"the partition's assignment), got {value.value!r}")
             return frozenset(r.brokers_list(value, what))
         if key == "hwm":
             if value.tag == "tag:yaml.org,2002:int":
@@ -642,6 +664,13 @@ class _Builder:
             r.fail(node, f"{what}: one action per list item, got {', '.join(doc)}")
         (name, arg), = doc.items()
         return FORMS[name].parse(name, arg, r, f"step {label}: {name}")
+
+
+@dataclass(frozen=True)
+class _OfAssignment:
+    """``leader: preferred`` or ``isr: assigned`` before it is read off a partition's assignment."""
+
+    word: str
 
 
 HWM_WORDS = ("advanced", "frozen")
