@@ -129,12 +129,14 @@ class ClusterHandle:
         """Wait until the partition looks as described (leader=, isr=, elr=, last_known_elr=,
         fenced=, hwm=, produce=, rejected=, lost=, recovering=, leader_epoch=, partition_epoch=,
         replicas=, adding=, removing=, active_controller=, elr_elections=, unclean_elections= --
-        elections since the start, on a handle made with ``elections=True``); raise ScenarioFailure
-        if not. Like a YAML step's end: the invariants are checked and what became readable is read."""
+        elections since the start, on a handle made with ``elections=True``; partitions= scopes the
+        per-partition keys: ``{2: {...}, (1, 3): {...}, "preferred 0": {...}, "all": {"leader":
+        "preferred", "isr": "assigned"}}``, docs/language.md); raise ScenarioFailure if not. Like a
+        YAML step's end: the invariants are checked and what became readable is read."""
         where = _caller()
         self._refuse_after_verdict("expect", where)
         checks = expectation_from_python(expected, self.brokers, where, self.cluster.controllers,
-                                         self.topic.partitions)
+                                         self.topic.assignment)
         counted = [key for key in ELECTION_COUNTS if key in checks]
         if counted and not self._executor.count_elections:
             raise ScenarioError(f"expect: {counted[0]} counts elections since the start, which were not read "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -102,8 +103,9 @@ def test_size_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
 class FakeClient:
     def __init__(self, cluster: FakeCluster) -> None: ...
     def create_topic(self, *args: Any, **kwargs: Any) -> None: ...
-    def await_partition(self, *args: Any, **kwargs: Any) -> None: ...
-    def registration(self, state: Any) -> object: return object()
+    def await_partition(self, *args: Any, **kwargs: Any) -> Any: return SimpleNamespace(**kwargs)
+    def refresh_metadata_logs(self) -> dict[int, str]: return {}
+    def registration(self, state: Any, refreshed: Any = None) -> object: return object()
 
 
 class FakeFaults:

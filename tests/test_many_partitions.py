@@ -111,6 +111,30 @@ def test_a_generated_assignment_rotates_so_the_preferred_leaders_spread() -> Non
      "expect.partitions.1.leader: unknown broker id 9"),
     ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: []}", 5,
      "expect.partitions: expected a mapping of partition scope"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {preferred 7: {leader: 1}}}", 5,
+     "expect.partitions: 'preferred 7': unknown broker id 7; the cluster has brokers 0, 1, 2"),
+    ("{partitions: 2, replicas: 3, min_insync_replicas: 2}", "{partitions: {preferred 2: {leader: 1}}}", 5,
+     "expect.partitions: broker 2 is no partition's preferred leader (the first replica of an assignment): "
+     "preferred 2 would name no partition; the preferred leaders are 0, 1"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {preferred: {leader: 1}}}", 5,
+     "expected preferred followed by a broker id or a comma-separated set of them"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {preferred one: {leader: 1}}}", 5,
+     "got 'preferred one'"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {'preferred 1,1': {leader: 1}}}", 5,
+     "'preferred 1,1' names a broker twice"),
+    ("{partitions: 6, replicas: 3, min_insync_replicas: 2}",
+     "{partitions: {all: {elr: []}, preferred 1: {elr: [0]}}}", 5, "partition 1's elr is already expected at line 5"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {all: {leader: preferd}}}", 5,
+     "expect.partitions.all.leader: expected a broker id, none (no leader) or preferred (the partition's first "
+     "replica), got 'preferd'"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {all: {isr: everyone}}}", 5,
+     "expect.partitions.all.isr: expected a broker id, a list of them or assigned (every replica of the "
+     "partition's assignment), got 'everyone'"),
+    ("{partitions: 3, replicas: 3, min_insync_replicas: 2}", "{partitions: {all: {elr: assigned}}}", 5,
+     "expect.partitions.all.elr: expected a broker id, got 'assigned'"),
+    ("{partitions: 6, replicas: 3, min_insync_replicas: 2}",
+     "{partitions: {4: {leader: 1}, preferred 1: {leader: 1}}}", 5,
+     "expect.partitions.preferred 1.leader: partition 4's leader is already expected at line 5"),
 ])
 def test_bad_partitions_are_refused_with_file_and_line(topic: str, expect: str, line: int, error: str) -> None:
     with pytest.raises(ScenarioError) as info:
@@ -126,6 +150,124 @@ def test_scoped_expectations_expand_per_partition_with_their_lines() -> None:
                                          1: {"elr": frozenset(), "isr": frozenset({0, 1, 2})},
                                          2: {"leader": 2, "elr": frozenset()}}
     assert step.key_lines["partition 2: leader"] == 5
+
+
+def test_preferred_names_the_partitions_whose_assignment_lists_the_broker_first() -> None:
+    """``preferred B`` is every partition whose first replica is B, from the topic's assignment
+    (generated or explicit); ``preferred 0,2`` the union; it mixes with numbers and ``all``."""
+    rf3 = "{partitions: 7, replicas: 3, min_insync_replicas: 2}"  # [0,1,2], [1,2,0], [2,0,1], [0,1,2], ...
+    assert _topic(rf3, expect="{partitions: {preferred 1: {leader: 1}}}").steps[0].expect["partitions"] == {
+        1: {"leader": 1}, 4: {"leader": 1}}
+    both = _topic(rf3, expect="{partitions: {'preferred 0,2': {elr: []}, 1: {elr: [0]}, all: {leader: 0}}}")
+    assert {p: sub.get("elr") for p, sub in both.steps[0].expect["partitions"].items()} == {
+        0: frozenset(), 1: frozenset({0}), 2: frozenset(), 3: frozenset(), 4: None, 5: frozenset(), 6: frozenset()}
+    explicit = "{assignment: {0: [2, 0, 1], 1: [0, 1, 2], 2: [2, 1, 0]}, min_insync_replicas: 2}"
+    assert set(_topic(explicit, expect="{partitions: {preferred 2: {isr: [0, 1, 2]}}}").steps[0]
+               .expect["partitions"]) == {0, 2}
+
+
+def test_preferred_and_assigned_read_each_partition_s_assignment() -> None:
+    """``leader: preferred`` is each partition's first replica and ``isr: assigned`` (``replicas:
+    assigned``) its whole assignment, as a plain key (partition 0's) or scoped."""
+    step = _topic("{assignment: {0: [2, 0, 1], 1: [0, 1, 2], 2: [1, 0, 2]}, min_insync_replicas: 2}",
+                  expect="{leader: preferred, partitions: {'1,2': {leader: preferred, isr: assigned}, "
+                         "all: {replicas: assigned}}}").steps[0]
+    assert step.expect["leader"] == 2
+    assert step.expect["partitions"] == {
+        0: {"replicas": frozenset({0, 1, 2})},
+        1: {"leader": 0, "isr": frozenset({0, 1, 2}), "replicas": frozenset({0, 1, 2})},
+        2: {"leader": 1, "isr": frozenset({0, 1, 2}), "replicas": frozenset({0, 1, 2})}}
+    two = _topic("{partitions: 3, replicas: 2, min_insync_replicas: 1}", expect="{partitions: {all: {isr: assigned}}}")
+    assert [two.steps[0].expect["partitions"][p]["isr"] for p in range(3)] == [
+        frozenset({0, 1}), frozenset({1, 2}), frozenset({2, 0})]
+
+
+#: five partitions on three brokers, partition p led first by p mod 3: broker 1 prefers 1 and 4
+PREFERRED = """
+name: preferred-scope
+profiles: [kafka]
+cluster: {brokers: 3}
+topic: {partitions: 5, replicas: 3, min_insync_replicas: 2}
+steps:
+  - at: T0
+    do: [{produce: 10}]
+    expect: {partitions: {preferred 1: {leader: 1}, "preferred 0,2": {isr: [0, 1, 2]}}}
+  - at: T1
+    do: [{crash: 1}]
+    expect:
+      fenced: [1]
+      partitions: {preferred 1: {leader: 2, isr: [0, 2]}, preferred 0: {leader: 0}, preferred 2: {leader: 2}}
+verdict: {acked_loss: none}
+"""
+
+
+def test_a_preferred_scope_holds_each_of_its_partitions_and_keeps_them_after_an_election() -> None:
+    """``preferred 1`` names partitions 1 and 4 at every step -- also once broker 1 crashed and 2
+    leads them: the set is the assignment's, not the leadership of the moment. A system that
+    reports partition 4's leader wrong after the crash (a planted violation on one partition of the
+    set; the backend is its own oracle, so only the expectation can catch it) fails there, naming
+    partition 4 and the step's line; partition 1 of the same set passes."""
+    class Partition4LeaderWrong(ModelBackend):
+        def observe(self) -> Observation:
+            obs = super().observe()
+            if obs.fenced:
+                return replace(obs, partitions={**obs.partitions, 4: replace(obs.partitions[4], leader=0)})
+            return obs
+
+    assert run_scenario(parse_scenario(PREFERRED, "p.elr.yaml"), ModelBackend(), "kafka").passed
+    result = run_scenario(parse_scenario(PREFERRED, "p.elr.yaml"), Partition4LeaderWrong(), "kafka")
+    assert not result.passed
+    assert "step T1 (p.elr.yaml:14): partition 4: leader: expected 2, observed 0" in result.message
+    assert "partition 1:" not in result.message
+
+
+#: all partitions at their preferred leaders with full ISRs; under legacy an override of partition
+#: 0's ISR alone (the same set, spelled out)
+ASSIGNED_ISR = """
+name: assigned
+profiles: [kafka, legacy]
+cluster: {brokers: 3}
+topic: {partitions: 4, replicas: 2, min_insync_replicas: 1}
+steps:
+  - at: T0
+    do: [{produce: 8}]
+    expect:
+      partitions: {all: {leader: preferred, isr: assigned}}
+      by_profile:
+        legacy: {partitions: {0: {isr: [0, 1]}}}
+verdict: {acked_loss: none}
+"""
+
+
+class Partition3FollowerMissing(ModelBackend):
+    """Its own oracle, but reports partition 3 ([0, 1]) with its follower out of the ISR."""
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, partitions={**obs.partitions, 3: replace(obs.partitions[3], isr=(0,))})
+
+
+def test_isr_assigned_catches_one_partition_short_of_its_assignment() -> None:
+    assert run_scenario(parse_scenario(ASSIGNED_ISR, "a.elr.yaml"), ModelBackend(), "kafka").passed
+    result = run_scenario(parse_scenario(ASSIGNED_ISR, "a.elr.yaml"), Partition3FollowerMissing(), "kafka")
+    assert not result.passed
+    assert "partition 3: isr: expected [0, 1], observed [0]" in result.message
+
+
+def test_a_profile_s_partition_override_leaves_the_other_partitions_expected() -> None:
+    """``by_profile: {legacy: {partitions: {0: {isr: ...}}}}`` overrides partition 0's ISR only:
+    under legacy, partition 3's ``isr: assigned`` (and every leader) is still expected, so the
+    planted violation there is caught; a whole-key replacement would have dropped it."""
+    step = parse_scenario(ASSIGNED_ISR, "a.elr.yaml").steps[0]
+    legacy = step.expectations_for("legacy")["partitions"]
+    assert set(legacy) == {0, 1, 2, 3} and legacy[0] == {"leader": 0, "isr": frozenset({0, 1})}
+    assert legacy[3] == {"leader": 0, "isr": frozenset({0, 1})}
+    result = run_scenario(parse_scenario(ASSIGNED_ISR, "a.elr.yaml"), Partition3FollowerMissing(), "legacy")
+    assert not result.passed and "partition 3: isr: expected [0, 1], observed [0]" in result.message
+    plain = _topic("{partitions: 2, replicas: 2, min_insync_replicas: 1}",
+                   expect="{partitions: {all: {leader: preferred}}, by_profile: {legacy: {leader: 1}}}").steps[0]
+    assert plain.expectations_for("legacy") == {"leader": 1, "partitions": {1: {"leader": 1}}}
+    assert plain.expectations_for("kafka") == {"partitions": {0: {"leader": 0}, 1: {"leader": 1}}}
 
 
 # --- the model backend and the executor --------------------------------------------------------------
@@ -337,6 +479,19 @@ def test_the_python_api_scopes_expectations_to_partitions(tmp_path: Path) -> Non
         c.expect(partitions={2: {"leader": 1}})
     with pytest.raises(ScenarioError, match=r"test_many_partitions.py:\d+: expect.partitions: no partition 3"):
         c.expect(partitions={3: {"leader": 1}})
+    c.close()
+
+
+def test_the_python_api_scopes_expectations_by_preferred_leader(tmp_path: Path) -> None:
+    c = _handle(tmp_path, partitions=6, replicas=3)  # broker 1 prefers partitions 1 and 4
+    c.produce(6)
+    c.crash(1)
+    c.expect(partitions={"preferred 1": {"leader": 2, "isr": [0, 2]}, "preferred 0,2": {"elr": []}})
+    with pytest.raises(AssertionError, match=r"partition 4: leader: expected 1, observed 2"):
+        c.expect(partitions={"preferred 1": {"leader": 1}})
+    with pytest.raises(ScenarioError, match=r"test_many_partitions.py:\d+: expect.partitions: 'preferred 5': "
+                                            r"unknown broker id 5"):
+        c.expect(partitions={"preferred 5": {"leader": 1}})
     c.close()
 
 

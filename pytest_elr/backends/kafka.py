@@ -239,17 +239,22 @@ class KafkaBackend(Backend):
         self._partitions, self._sent = topic.partitions, 0
         self.client.create_topic(self.topic, {i: list(r) for i, r in enumerate(topic.assignment)},
                                  min_insync_replicas=topic.min_insync_replicas)
-        for i, replicas in enumerate(topic.assignment):
-            # The observer answers every later read: wait until its metadata has the topic too.
-            state = self.client.await_partition(self.topic, lambda p, r=replicas: set(p.isr) == set(r),
-                                                partition=i, via=OBSERVER_ID, timeout_s=30)
-            # And the controllers' record of it: the partition epoch the run starts from (without it the
-            # first step's "did the epoch move" has nothing to compare with; a read once found none).
-            try:
-                await_value(lambda st=state: self.client.registration(st), lambda reg: reg is not None,
-                            timeout_s=30, what=f"the controllers' metadata log record of {self.topic}-{i}")
-            except TimeoutError as exc:
-                raise BackendError(f"{exc} ({self.client.registration_miss})") from None
+        # The observer answers every later read: wait until its metadata has the topic too.
+        states = [self.client.await_partition(self.topic, lambda p, r=replicas: set(p.isr) == set(r),
+                                              partition=i, via=OBSERVER_ID, timeout_s=30)
+                  for i, replicas in enumerate(topic.assignment)]
+        # And the controllers' record of each partition: the partition epoch the run starts from (without
+        # it the first step's "did the epoch move" has nothing to compare with; a read once found none).
+        # Each controller's log is read once a round for every partition.
+        def unrecorded() -> list[int]:
+            refreshed = self.client.refresh_metadata_logs()
+            return [st.partition for st in states if self.client.registration(st, refreshed) is None]
+
+        try:
+            await_value(unrecorded, lambda missing: not missing, timeout_s=30,
+                        what=f"the controllers' metadata log record of every partition of {self.topic} (missing)")
+        except TimeoutError as exc:
+            raise BackendError(f"{exc} ({self.client.registration_miss})") from None
 
     @staticmethod
     def _instrumentation() -> Any:
@@ -775,6 +780,9 @@ class KafkaBackend(Backend):
         held = {s for s in {s for s, _, _ in network.holds} if network.held_requests(s) > 0}
         active = self._active_controller()
 
+        # the controllers' logs are read once for every partition whose state changed
+        refreshed = self.client.refresh_metadata_logs() if any(map(self._registration_stale, ps)) else {}
+
         def one(i: int) -> Observation:
             p, o = by_number[i], offsets[i]
             return Observation(
@@ -782,7 +790,7 @@ class KafkaBackend(Backend):
                 elr=tuple(sorted(p.elr or ())), last_known_elr=tuple(sorted(p.last_known_elr or ())),
                 fenced=tuple(sorted(fenced - {OBSERVER_ID})), hwm=o.hwm, replicas=p.replicas,
                 leo={b: v for b, v in o.leo.items() if v is not None},
-                **self._registration(p),
+                **self._registration(p, refreshed),
                 # a held request is the broker's, not a partition's: partition 0 shows every holder, the
                 # others the holder among their leader
                 held=tuple(sorted(held if i == 0 else held & {p.leader})),
@@ -793,16 +801,22 @@ class KafkaBackend(Backend):
             return first
         return replace(first, partitions={i: one(i) for i in range(1, self._partitions)})
 
-    def _registration(self, p: PartitionState) -> dict[str, Any]:
+    def _registration_stale(self, p: PartitionState) -> bool:
+        """Whether ``_registration`` reads the controllers' logs again for ``p``."""
+        key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr, p.replicas)
+        read = self._registration_read.get(p.partition)
+        return read is None or read[0] != key or read[1] is None
+
+    def _registration(self, p: PartitionState, refreshed: dict[int, str]) -> dict[str, Any]:
         """LeaderRecoveryState, the partition epoch and the replicas a reassignment adds and removes,
         from the controllers' metadata log (no client API returns the first two; the others come
         with them at no extra request), read again when the partition's state changed or an action was
-        done (an unclean election and the recovery's end both change the state); None: not read."""
+        done (an unclean election and the recovery's end both change the state); None: not read.
+        ``refreshed``: the logs were just replayed, once for every partition of the observation."""
         key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr, p.replicas)
-        read = self._registration_read.get(p.partition)
-        if read is None or read[0] != key or read[1] is None:
-            read = self._registration_read[p.partition] = (key, self.client.registration(p))
-        reg = read[1]
+        if self._registration_stale(p):
+            self._registration_read[p.partition] = (key, self.client.registration(p, refreshed))
+        reg = self._registration_read[p.partition][1]
         miss = (key, self.client.registration_miss)
         if reg is None and self.history is not None and miss != self._miss_recorded.get(p.partition):
             self._miss_recorded[p.partition] = miss  # why the epoch is unknown, once per state and reason

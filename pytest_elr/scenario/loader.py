@@ -8,6 +8,7 @@ without bound, tabs and empty documents are refused.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,11 +27,14 @@ from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.scenario.schema import (
     ALL_PARTITIONS,
     ANY_CONTROLLER,
+    ASSIGNED,
     DIFFERABLE,
     ELECTION_COUNTS,
     EXPECTATION_KEYS,
     PARTITION_KEYS,
     PARTITIONS,
+    PREFERRED_LEADER,
+    PREFERRED_SCOPE,
     VERDICT_FAILURES,
     KnownFailure,
     LossExpectation,
@@ -97,12 +101,19 @@ def _check_depth(text: str, path: str) -> None:
 
 
 class _Builder:
-    def __init__(self, reader: Reader, controllers: int | None = None, partitions: int = 1) -> None:
+    def __init__(self, reader: Reader, controllers: int | None = None,
+                 assignment: tuple[tuple[int, ...], ...] = ()) -> None:
         self.r = reader
         #: the cluster's controllers, once read (None: not known, e.g. a Python API expectation)
         self.controllers = controllers
-        #: the topic's partitions, once read (``expect: {partitions: ...}`` names them)
-        self.partitions = partitions
+        #: the topic's replicas by partition, once read (``expect: {partitions: ...}`` names the
+        #: partitions, ``preferred 2`` those whose first replica is broker 2)
+        self.layout = assignment
+
+    @property
+    def partitions(self) -> int:
+        """The topic's partitions (1 before the topic is read)."""
+        return len(self.layout) or 1
 
     def scenario(self, root: yaml.Node) -> Scenario:
         r = self.r
@@ -266,7 +277,7 @@ class _Builder:
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
             r.fail(doc["name"], f"topic.name: {name!r} is not a valid Kafka topic name "
                                 "(1 to 200 of A-Z a-z 0-9 . _ -)")
-        self.partitions = len(assignment)
+        self.layout = assignment
         return TopicSpec(name=name, replicas=assignment[0], min_insync_replicas=min_isr, unclean_recovery=strategy,
                          more_partitions=assignment[1:])
 
@@ -469,7 +480,7 @@ class _Builder:
                 lines.setdefault(key, value.start_mark.line + 1)
             if key in ("by_profile", PARTITIONS):
                 continue
-            out[key] = self.expected_value(key, value, f"{what}.{key}")
+            out[key] = self.of_partition(self.expected_value(key, value, f"{what}.{key}"), 0, value)
         if PARTITIONS in doc:
             out[PARTITIONS] = self.partition_expectations(doc[PARTITIONS], f"{what}.{PARTITIONS}", out, lines)
         by_profile: dict[str, dict[str, Any]] = {}
@@ -501,22 +512,28 @@ class _Builder:
                         before = f"at line {at[(p, key)]}" if at[(p, key)] else "as a plain key (partition 0's)"
                         r.fail(v, f"{label}.{key}: partition {p}'s {key} is already expected {before}")
                     at[(p, key)] = line
-                    out.setdefault(p, {})[key] = want
+                    out.setdefault(p, {})[key] = self.of_partition(want, p, v)
                     if lines is not None:
                         lines.setdefault(f"partition {p}: {key}", line)
         return {p: out[p] for p in sorted(out)}
 
     def partition_scope(self, node: yaml.Node, what: str) -> list[int]:
-        """A partition number, ``"1,3"`` (a set), or ``all``: the topic's partitions it names."""
+        """A partition number, ``"1,3"`` (a set), ``all``, or ``preferred 2`` (``preferred 0,1``):
+        the topic's partitions it names. ``preferred B`` is every partition whose assignment lists
+        broker B first -- its preferred leader, and its first leader -- read off the topic when the
+        scenario loads, so it names the same partitions at every step, on every profile and backend
+        (docs/language.md, "Partitions by preferred leader")."""
         r = self.r
         n = self.partitions
         text = node.value if isinstance(node, yaml.ScalarNode) else None
         if text == ALL_PARTITIONS:
             return list(range(n))
+        if isinstance(text, str) and text.split(None, 1)[:1] == [PREFERRED_SCOPE]:
+            return self.preferred_scope(node, text, what)
         parts = [t.strip() for t in str(text).split(",")] if isinstance(text, str) else []
         if not parts or not all(re.fullmatch(r"[0-9]{1,4}", t) for t in parts):
-            r.fail(node, f"{what}: expected a partition number, a comma-separated set (\"1,3\") or "
-                         f"{ALL_PARTITIONS}, got {text!r}")
+            r.fail(node, f"{what}: expected a partition number, a comma-separated set (\"1,3\"), "
+                         f"{ALL_PARTITIONS} or {PREFERRED_SCOPE} <broker> (\"{PREFERRED_SCOPE} 2\"), got {text!r}")
         numbers = [int(t) for t in parts]
         for p in numbers:
             if p >= n:
@@ -526,16 +543,61 @@ class _Builder:
             r.fail(node, f"{what}: {text!r} names a partition twice")
         return numbers
 
+    def preferred_scope(self, node: yaml.Node, text: str, what: str) -> list[int]:
+        """``preferred 2`` / ``preferred 0,1``: the partitions whose preferred leader is one of
+        those brokers, in partition order; a broker that is no partition's preferred leader is
+        refused (the scope would name nothing and its expectations hold vacuously)."""
+        r = self.r
+        rest = text[len(PREFERRED_SCOPE):].strip()
+        parts = [t.strip() for t in rest.split(",")]
+        if not rest or not all(re.fullmatch(r"[0-9]{1,4}", t) for t in parts):
+            r.fail(node, f"{what}: expected {PREFERRED_SCOPE} followed by a broker id or a comma-separated "
+                         f"set of them (\"{PREFERRED_SCOPE} 2\", \"{PREFERRED_SCOPE} 0,1\"), got {text!r}")
+        brokers = [int(t) for t in parts]
+        if len(set(brokers)) != len(brokers):
+            r.fail(node, f"{what}: {text!r} names a broker twice")
+        layout = self.layout or ((),)
+        leads = {b: [p for p, replicas in enumerate(layout) if replicas[:1] == (b,)] for b in brokers}
+        for b in brokers:
+            if r.brokers and b not in r.brokers:
+                r.fail(node, f"{what}: {text!r}: unknown broker id {b}; the cluster has brokers "
+                             f"{', '.join(map(str, r.brokers))}")
+            if not leads[b]:
+                firsts = sorted({replicas[0] for replicas in layout if replicas})
+                r.fail(node, f"{what}: broker {b} is no partition's preferred leader (the first replica of "
+                             f"an assignment): {PREFERRED_SCOPE} {b} would name no partition; the preferred "
+                             f"leaders are {', '.join(map(str, firsts)) or 'not known'}")
+        return sorted(p for b in brokers for p in leads[b])
+
+    def of_partition(self, want: Any, p: int, node: yaml.Node) -> Any:
+        """An expected value for partition ``p``: ``leader: preferred`` and ``isr: assigned`` read
+        off its assignment (the topic's, as written: a reassignment does not change them)."""
+        if not isinstance(want, _OfAssignment):
+            return want
+        if not self.layout:
+            self.r.fail(node, f"{want.word}: the topic's assignment is not known here")
+        replicas = self.layout[p]
+        return replicas[0] if want.word == PREFERRED_LEADER else frozenset(replicas)
+
     def expected_value(self, key: str, value: yaml.Node, what: str) -> Any:
         r = self.r
         if key == "leader":
             if isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int":
                 if value.value in ("none", "null", "~", ""):
                     return None
-                r.fail(value, f"{what}: expected a broker id or none (no leader), got {value.value!r}")
+                if value.value == PREFERRED_LEADER:
+                    return _OfAssignment(PREFERRED_LEADER)
+                r.fail(value, f"{what}: expected a broker id, none (no leader) or {PREFERRED_LEADER} (the "
+                              f"partition's first replica), got {value.value!r}")
             return r.broker(value, what)
+        if key in ("isr", "replicas") and isinstance(value, yaml.ScalarNode) and value.value == ASSIGNED:
+            return _OfAssignment(ASSIGNED)
         if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held", "replicas", "adding",
                    "removing"):
+            if (isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int"
+                    and key in ("isr", "replicas")):
+                r.fail(value, f"{what}: expected a broker id, a list of them or {ASSIGNED} (every replica of "
+                              f"the partition's assignment), got {value.value!r}")
             return frozenset(r.brokers_list(value, what))
         if key == "hwm":
             if value.tag == "tag:yaml.org,2002:int":
@@ -604,6 +666,13 @@ class _Builder:
         return FORMS[name].parse(name, arg, r, f"step {label}: {name}")
 
 
+@dataclass(frozen=True)
+class _OfAssignment:
+    """``leader: preferred`` or ``isr: assigned`` before it is read off a partition's assignment."""
+
+    word: str
+
+
 HWM_WORDS = ("advanced", "frozen")
 #: an epoch against the previous step's end
 EPOCH_WORDS = ("unchanged", "bumped")
@@ -665,9 +734,10 @@ def cluster_and_topic_from_python(cluster: dict[str, Any], topic: dict[str, Any]
 
 def expectation_from_python(expected: dict[str, Any], brokers: tuple[int, ...],
                             where: tuple[str, int], controllers: int | None = None,
-                            partitions: int = 1) -> dict[str, Any]:
-    """``expect(...)``'s keyword arguments, validated exactly as a step's ``expect``."""
-    out, _ = _Builder(PythonReader(where, brokers), controllers, partitions).expectation(
+                            assignment: tuple[tuple[int, ...], ...] = ()) -> dict[str, Any]:
+    """``expect(...)``'s keyword arguments, validated exactly as a step's ``expect`` (``assignment``:
+    the topic's replicas by partition, which ``partitions=`` scopes name)."""
+    out, _ = _Builder(PythonReader(where, brokers), controllers, assignment).expectation(
         python_node(expected), "expect", allow_profiles=False)
     return out
 

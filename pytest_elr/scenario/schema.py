@@ -24,6 +24,13 @@ PARTITION_KEYS = ("leader", "isr", "elr", "last_known_elr", "recovering", "held"
 PARTITIONS = "partitions"
 #: the scope ``all`` of ``expect: {partitions: {all: {...}}}``
 ALL_PARTITIONS = "all"
+#: the scope ``preferred 2`` (or ``preferred 0,1``): every partition whose assignment lists that
+#: broker first (its preferred leader), read off the topic's assignment when the scenario loads
+PREFERRED_SCOPE = "preferred"
+#: ``leader: preferred``: the partition's preferred leader (its assignment's first replica)
+PREFERRED_LEADER = "preferred"
+#: ``isr: assigned`` (or ``replicas: assigned``): every replica of the partition's assignment
+ASSIGNED = "assigned"
 #: the expectations read from the system's counters (``Backend.election_counts``): elections since
 #: the scenario's start, counted as Kafka's controller meters count them (docs/model.md, "Metrics")
 ELECTION_COUNTS = ("elr_elections", "unclean_elections")
@@ -58,8 +65,27 @@ class Step:
     differs_line: int | None = None
 
     def expectations_for(self, profile: str) -> dict[str, Any]:
+        """The step's expectations under ``profile``: its ``by_profile`` entry merged over the rest,
+        key by key -- and partition by partition, key by key, inside ``partitions`` (a profile that
+        overrides partition 0's leader leaves every other partition's expectations, and partition
+        0's other keys, in force). A plain key and partition 0's scoped one are the same expectation:
+        the profile's replaces the other form too."""
         merged = dict(self.expect)
-        merged.update(self.by_profile.get(profile, {}))
+        scoped = {p: dict(sub) for p, sub in self.expect.get(PARTITIONS, {}).items()}
+        for key, value in self.by_profile.get(profile, {}).items():
+            if key == PARTITIONS:
+                for p, sub in value.items():
+                    scoped.setdefault(p, {}).update(sub)
+                    if p == 0:
+                        for k in sub:
+                            merged.pop(k, None)
+                continue
+            merged[key] = value
+            if key in PARTITION_KEYS and key in scoped.get(0, {}):
+                del scoped[0][key]
+        merged.pop(PARTITIONS, None)
+        if any(scoped.values()):
+            merged[PARTITIONS] = {p: sub for p, sub in sorted(scoped.items()) if sub}
         return merged
 
     def differences_for(self, profile: str) -> dict[str, str]:

@@ -67,6 +67,10 @@ class MetadataLog:
     def registrations(self, topic: str, partition: int = 0) -> list[Registration]:
         """Every state of the partition the log holds so far, oldest first (refreshed first)."""
         self.refresh()
+        return self.replayed(topic, partition)
+
+    def replayed(self, topic: str, partition: int = 0) -> list[Registration]:
+        """Every state of the partition the log held at the last ``refresh``, oldest first."""
         return list(self._states.get((topic, partition), ()))
 
     def refresh(self) -> None:

@@ -153,3 +153,47 @@ def test_metadata_log_replays_a_reassignment() -> None:
     meta = MetadataLog(_Controller(batch(0, [topic, partition_rec, start, joined, done])))  # type: ignore[arg-type]
     assert [(s.replicas, s.adding, s.removing) for s in meta.registrations("t")] == [
         ((0, 1, 2), (), ()), ((1, 2, 3, 0), (3,), (0,)), ((1, 2, 3, 0), (3,), (0,)), ((1, 2, 3), (), ())]
+
+
+def test_a_batch_of_registration_reads_copies_each_controller_s_log_once() -> None:
+    """``refresh_metadata_logs`` replays each controller's log once; the ``registration`` reads of a
+    batch (one per partition of an observation) then copy nothing more. A controller whose log
+    could not be read is skipped with its reason, as a read of its own would."""
+    from pytest_elr.sut.admin import PartitionState
+    from pytest_elr.sut.client import ClusterClient
+    from pytest_elr.sut.errors import SutError
+
+    topic_id = uuid.uuid4().bytes
+    topic = _record(2, 0, Writer().compact_string("t").raw(topic_id).tags())
+    records = [topic]
+    for p in range(3):
+        partition = Writer().int32(p).raw(topic_id)
+        for ids in ([0, 1], [0, 1], None, None):
+            _ids(partition, ids)
+        partition.int32(0).int32(0).int32(0).compact_array([], Writer.raw)
+        records.append(_record(3, 1, partition.raw(bytes(_tagged({}).buf))))
+
+    class Counted(_Controller):
+        reads = 0
+
+        def read_file(self, path: str) -> bytes:
+            self.reads += 1
+            return super().read_file(path)
+
+    class Broken(_Controller):
+        def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
+            raise SutError("container gone")
+
+    nodes = {0: Counted(batch(0, records)), 1: Counted(batch(0, records)), 2: Broken(b"")}
+    logs = {c: MetadataLog(node) for c, node in nodes.items()}  # type: ignore[arg-type]
+    cluster = type("C", (), {"controller_ids": [0, 1, 2], "metadata_log": lambda self, c: logs[c]})()
+    client = ClusterClient(cluster)  # type: ignore[arg-type]
+    refreshed = client.refresh_metadata_logs()
+    assert refreshed == {2: "controller 2's log unreadable (container gone)"}
+    for p in range(3):
+        state = PartitionState("t", p, 0, 0, (0, 1), (0, 1), (), (), ())
+        reg = client.registration(state, refreshed)
+        assert reg is not None and reg.partition_epoch == 0
+    assert [nodes[0].reads, nodes[1].reads] == [1, 1]  # type: ignore[attr-defined]
+    assert client.registration(PartitionState("t", 0, 1, 1, (0, 1), (1,), (), (), ()), refreshed) is None
+    assert "controller 2's log unreadable (container gone)" in client.registration_miss
