@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from testcontainers.core.config import testcontainers_config
@@ -467,7 +469,6 @@ def test_reap_session_awaits_the_owners_then_removes_only_dead_owners_clusters()
     """What an xdist controller does after its workers: once its session's owners have ended
     (awaited, bounded), their clusters go; a live owner's and another session's stay."""
     import secrets
-    import threading
 
     import docker.errors
 
@@ -508,3 +509,41 @@ def test_reap_session_awaits_the_owners_then_removes_only_dead_owners_clusters()
         for net in made:
             with contextlib.suppress(docker.errors.NotFound):
                 client.api.remove_network(net)
+
+
+class _StartingNode:
+    """A node of ``KafkaCluster._bring_up`` that records its steps; ``hold`` blocks its first step
+    until the startup is stopping, ``interrupt`` sends SIGINT to the process in its first step."""
+
+    def __init__(self, name: str, cluster: KafkaCluster, hold: bool = False, interrupt: bool = False) -> None:
+        self.name, self.cluster, self.hold, self.interrupt = name, cluster, hold, interrupt
+        self.steps: list[str] = []
+
+    def start_container(self) -> None:
+        self.steps.append("containers")
+        if self.interrupt:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, or execnet's own SIGINT to a worker
+        if self.hold:  # a step under way when the interrupt comes (bounded: then it goes on)
+            self.cluster._startup_stopping.wait(10)
+
+    def configure(self) -> None:
+        self.steps.append("configure")
+
+    def ctl(self, *args: str) -> None:
+        self.steps.append(args[0])
+
+    def logs(self) -> str:
+        return ""
+
+
+def test_an_interrupted_startup_begins_no_further_step() -> None:
+    """Ctrl-C during a cluster's start: the nodes end the step under way and begin no other, so
+    the cluster is closed within one step's time (an xdist worker whose controller went has 15 s
+    before execnet ends it, cleanup or not), not after every node's whole startup."""
+    c = KafkaCluster.__new__(KafkaCluster)
+    c.kafka_cluster_id, c.timings, c._startup_stopping = "x", {}, threading.Event()
+    held = _StartingNode("b0", c, hold=True)
+    nodes = [held, _StartingNode("b1", c, interrupt=True)]
+    with pytest.raises(KeyboardInterrupt):
+        c._bring_up(nodes, "1")  # type: ignore[arg-type]
+    assert held.steps == ["containers"]
