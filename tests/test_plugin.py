@@ -399,21 +399,22 @@ def test_xdist_workers_label_their_clusters_with_the_controllers_session(
     controller can remove what a worker that died before its cleanup left."""
     monkeypatch.delenv("PYTEST_ELR_SESSION", raising=False)
     pytester.makeconftest("""
-        import os
+        from pathlib import Path
         from pytest_elr.sut import resources
 
         def pytest_unconfigure(config):
             if not hasattr(config, "workerinput"):
-                open("controller", "w").write(resources.session_id())
+                Path("controller").write_text(resources.session_id())
     """)
     pytester.makepyfile(test_ids="""
         import os
+        from pathlib import Path
         import pytest
         from pytest_elr.sut import resources
 
         @pytest.mark.parametrize("n", range(4))
         def test_id(n):
-            open(f"worker-{os.getpid()}-{n}", "w").write(resources.labels("c")[resources.SESSION_LABEL])
+            Path(f"worker-{os.getpid()}-{n}").write_text(resources.labels("c")[resources.SESSION_LABEL])
     """)
     result = pytester.runpytest_subprocess("-n", "2", "--elr-backend=model", "-p", "no:randomly")
     result.assert_outcomes(passed=4)
