@@ -3,8 +3,9 @@
 Every container and network carries:
 
 * ``pytest-elr=1``                 - made by this project (what ``reap_leftovers`` finds)
-* ``pytest-elr.session=<id>``      - the test session (``$PYTEST_ELR_SESSION``, shared
-                                     by xdist workers, or ``<pid>-<random>``)
+* ``pytest-elr.session=<id>``      - the test session (``$PYTEST_ELR_SESSION``, or
+                                     ``<pid>-<random>``; an xdist worker's is its
+                                     controller's, given in ``workerinput``)
 * ``pytest-elr.xdist-worker=<gwN>`` - the pytest-xdist worker, if any
 * ``pytest-elr.cluster=<id>``      - one cluster
 * ``pytest-elr.owner-pid=<pid>``   - the creating process, so leftovers of dead
@@ -14,7 +15,9 @@ Every container and network carries:
 Ryuk (testcontainers' reaper) is an image we cannot pull, so cleanup is ours:
 ``KafkaCluster.close`` removes by label (which also catches containers created
 concurrently with an interrupt), live clusters are closed at interpreter exit,
-and SIGTERM is turned into ``SystemExit`` so that exit handlers run.
+and SIGTERM is turned into ``KeyboardInterrupt`` so that ``finally`` blocks and exit handlers
+run. An xdist controller removes, after its workers, what a worker killed before its cleanup left
+(``reap_session``).
 """
 
 from __future__ import annotations
