@@ -56,6 +56,13 @@ KAFKA_DIST = pytest.StashKey[Any]()
 KEPT = pytest.StashKey[set[int]]()
 #: the key under which an xdist worker sends its runs to the controller
 WORKER_RESULTS = "pytest_elr_results"
+#: the key under which an xdist controller gives its workers its session id (their clusters' label)
+WORKER_SESSION = "pytest_elr_session"
+#: an xdist controller that started workers: True once the session ended abnormally (interrupted,
+#: a worker down with an error), so workers may have died before removing their clusters
+WORKERS_MAY_LEAVE = pytest.StashKey[bool]()
+#: how long an xdist controller awaits its workers' end before it removes what they left
+REAP_WAIT_S = 30.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,6 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "elr_verdict(acked_loss='found', by_profile=...): what a Python-API "
                                        "test's verdict must be, as a scenario's verdict: key")
     config.stash[RESULTS] = []
+    if WORKER_SESSION in getattr(config, "workerinput", {}):
+        from pytest_elr.sut import resources
+        resources.use_session(config.workerinput[WORKER_SESSION])
     _check_options(config)
     config.stash[PARALLEL] = distribute(config)  # before xdist's own pytest_configure (trylast) reads -n
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
@@ -727,7 +737,9 @@ def _keep_result(item: pytest.Item, result: RunResult, handle: ClusterHandle) ->
     _record_for_junit(item, result, handle)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if WORKERS_MAY_LEAVE in session.config.stash and exitstatus == pytest.ExitCode.INTERRUPTED:
+        session.config.stash[WORKERS_MAY_LEAVE] = True
     if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller reports
         session.config.workeroutput[WORKER_RESULTS] = [r.to_dict() for r in session.config.stash.get(RESULTS, [])]
     for shared in session.config.stash.get(SESSIONS, {}).values():
@@ -738,6 +750,46 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     spark = sys.modules.get("pytest_elr.checker.session")
     if spark is not None:
         spark.stop_spark()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller, before a worker starts: the worker labels its clusters with this session.
+    From the first worker on, SIGTERM unwinds the controller as Ctrl-C does (it would die at once
+    and leave its workers to execnet, which ends them, cleanup or not, 15 s later), so the
+    controller outlives its workers and removes what they could not (``pytest_unconfigure``)."""
+    from pytest_elr.sut import resources
+    node.workerinput[WORKER_SESSION] = resources.session_id()
+    config = node.config
+    if WORKERS_MAY_LEAVE not in config.stash:
+        config.stash[WORKERS_MAY_LEAVE] = False
+        # At interpreter exit too, should the controller end without unconfiguring.
+        resources.register(id(config), lambda: _reap_workers_leftovers(config))
+
+
+def _reap_workers_leftovers(config: pytest.Config) -> None:
+    """Remove this session's clusters whose owner (a worker) has ended, after awaiting the owners."""
+    import docker.errors
+
+    from pytest_elr.sut import resources
+    from pytest_elr.sut.errors import EngineNotRunningError
+    try:
+        n = resources.reap_session(resources.session_id(), wait_s=REAP_WAIT_S)
+    except (EngineNotRunningError, docker.errors.DockerException) as exc:
+        sys.stderr.write(f"pytest-elr: could not remove what ended workers left ({exc})\n")
+        return
+    if n:
+        sys.stderr.write(f"pytest-elr: removed {n} containers, networks and volumes that workers ended "
+                         f"before their cleanup left (session {resources.session_id()})\n")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if WORKERS_MAY_LEAVE not in config.stash:
+        return
+    from pytest_elr.sut import resources
+    if config.stash[WORKERS_MAY_LEAVE]:
+        _reap_workers_leftovers(config)  # SIGTERM still unwinds: a second one stops the wait
+    resources.unregister(id(config))
 
 
 # --- reporting ---------------------------------------------------------------------------------
@@ -753,6 +805,8 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     """xdist: a worker is done; its runs join the controller's, for one table and one report."""
+    if error is not None and WORKERS_MAY_LEAVE in node.config.stash:
+        node.config.stash[WORKERS_MAY_LEAVE] = True  # it crashed: its cleanup may not have run
     output = getattr(node, "workeroutput", None) or {}
     node.config.stash.setdefault(RESULTS, []).extend(
         RunResult.from_dict(data) for data in output.get(WORKER_RESULTS, []))

@@ -391,3 +391,34 @@ def test_a_connect_server_on_loopback_reads_the_temporary_directory(url: str, re
         mp.delenv("PYTEST_ELR_SPARK_MASTER", raising=False)
         mp.setenv("PYTEST_ELR_SPARK_REMOTE", url)
         assert (_spark_cluster() is not None) == refused
+
+
+def test_xdist_workers_label_their_clusters_with_the_controllers_session(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No session id given: the controller makes one and its workers label with it, so the
+    controller can remove what a worker that died before its cleanup left."""
+    monkeypatch.delenv("PYTEST_ELR_SESSION", raising=False)
+    pytester.makeconftest("""
+        from pathlib import Path
+        from pytest_elr.sut import resources
+
+        def pytest_unconfigure(config):
+            if not hasattr(config, "workerinput"):
+                Path("controller").write_text(resources.session_id())
+    """)
+    pytester.makepyfile(test_ids="""
+        import os
+        from pathlib import Path
+        import pytest
+        from pytest_elr.sut import resources
+
+        @pytest.mark.parametrize("n", range(4))
+        def test_id(n):
+            Path(f"worker-{os.getpid()}-{n}").write_text(resources.labels("c")[resources.SESSION_LABEL])
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--elr-backend=model", "-p", "no:randomly")
+    result.assert_outcomes(passed=4)
+    controller = (pytester.path / "controller").read_text()
+    seen = {p.read_text() for p in pytester.path.glob("worker-*")}
+    assert seen == {controller}, (controller, seen)
+    assert len({p.name.split("-")[1] for p in pytester.path.glob("worker-*")}) == 2  # both workers ran

@@ -71,9 +71,17 @@ def _kafka_uuid() -> str:
             return text
 
 
-def _parallel(fn: Callable[[KafkaNode], T], nodes: Sequence[KafkaNode]) -> list[T]:
+def _parallel(fn: Callable[[KafkaNode], T], nodes: Sequence[KafkaNode],
+              stopping: threading.Event | None = None) -> list[T]:
+    """``fn`` on every node at once. Leaving (an error, an interrupt) awaits the calls under way;
+    ``stopping`` is set first, so that they can skip what they have not begun."""
     with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as ex:
-        return list(ex.map(fn, nodes))
+        try:
+            return list(ex.map(fn, nodes))
+        except BaseException:
+            if stopping is not None:
+                stopping.set()
+            raise
 
 
 class KafkaCluster:
@@ -114,6 +122,8 @@ class KafkaCluster:
         # cache); the client asks these brokers last.
         self.metadata_lag: dict[str, frozenset[int]] = {}
         self._metadata_logs: dict[int, MetadataLog] = {}
+        #: set when the startup stops early (an interrupt, a node's failed step): no node begins another step
+        self._startup_stopping = threading.Event()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -152,8 +162,11 @@ class KafkaCluster:
         """Every node through its own steps at once, timed (``timings``: the slowest node's per step).
 
         No barrier between steps: a node never waits for the slowest node's previous step, so the
-        controller's JVM starts while the brokers still mount their disk layers.
+        controller's JVM starts while the brokers still mount their disk layers. Interrupted (or
+        one node failed), the others end the step under way and begin no other: the cluster is
+        closed once they have, and an xdist worker whose controller went has 15 s for all of it.
         """
+        stopping = self._startup_stopping = threading.Event()
         steps: list[tuple[str, Callable[[KafkaNode], object]]] = [
             ("containers", lambda n: n.start_container()),
             ("configure", lambda n: n.configure()),
@@ -164,16 +177,22 @@ class KafkaCluster:
         def up(node: KafkaNode) -> dict[str, float]:
             took: dict[str, float] = {}
             for step, fn in steps:
+                if stopping.is_set():
+                    break
                 t0 = time.monotonic()
                 try:
                     fn(node)
                 except NodeCommandError as e:
+                    stopping.set()
                     raise ClusterStartError(f"startup step '{step}' failed on {node.name}: {e}",
                                             {n.name: n.logs() for n in nodes}) from e
+                except BaseException:
+                    stopping.set()
+                    raise
                 took[step] = time.monotonic() - t0
             return took
 
-        for took in _parallel(up, nodes):
+        for took in _parallel(up, nodes, stopping):
             for step, seconds in took.items():
                 self.timings[step] = max(self.timings.get(step, 0.0), seconds)
 

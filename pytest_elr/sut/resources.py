@@ -3,8 +3,9 @@
 Every container and network carries:
 
 * ``pytest-elr=1``                 - made by this project (what ``reap_leftovers`` finds)
-* ``pytest-elr.session=<id>``      - the test session (``$PYTEST_ELR_SESSION``, shared
-                                     by xdist workers, or ``<pid>-<random>``)
+* ``pytest-elr.session=<id>``      - the test session (``$PYTEST_ELR_SESSION``, or
+                                     ``<pid>-<random>``; an xdist worker's is its
+                                     controller's, given in ``workerinput``)
 * ``pytest-elr.xdist-worker=<gwN>`` - the pytest-xdist worker, if any
 * ``pytest-elr.cluster=<id>``      - one cluster
 * ``pytest-elr.owner-pid=<pid>``   - the creating process, so leftovers of dead
@@ -14,7 +15,9 @@ Every container and network carries:
 Ryuk (testcontainers' reaper) is an image we cannot pull, so cleanup is ours:
 ``KafkaCluster.close`` removes by label (which also catches containers created
 concurrently with an interrupt), live clusters are closed at interpreter exit,
-and SIGTERM is turned into ``SystemExit`` so that exit handlers run.
+and SIGTERM is turned into ``KeyboardInterrupt`` so that ``finally`` blocks and exit handlers
+run. An xdist controller removes, after its workers, what a worker killed before its cleanup left
+(``reap_session``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import os
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -51,6 +56,13 @@ def session_id() -> str:
         _session_id = (os.environ.get("PYTEST_ELR_SESSION")
                        or f"{os.getpid()}-{secrets.token_hex(3)}")
     return _session_id
+
+
+def use_session(session: str) -> None:
+    """Label what this process makes with ``session`` (an xdist worker: its controller's id), so the
+    controller can remove what a worker that died before its cleanup left behind."""
+    global _session_id
+    _session_id = session
 
 
 _reaped_in: int | None = None  # the pid that has reaped dead owners' leftovers (a fork must again)
@@ -127,7 +139,10 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie has exited: it only waits for its parent to read its status
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc: kill(0) is all we know
 
 
 def reap_leftovers(only_dead_owners: bool = True) -> int:
@@ -151,6 +166,25 @@ def reap_leftovers(only_dead_owners: bool = True) -> int:
         seen.add(cid)
         n += remove_cluster(cid, client)
     return n
+
+
+def reap_session(session: str, wait_s: float) -> int:
+    """Remove the clusters of ``session`` whose creating process has ended, after awaiting (up to
+    ``wait_s``) the end of those processes. An xdist controller calls this after its workers: a
+    worker killed before its cleanup finished (execnet ends one 15 s after it loses its controller,
+    xdist kills one that does not stop within 10 s) leaves its cluster labelled with the session."""
+    client = docker_client()
+    f = {"label": f"{SESSION_LABEL}={session}"}
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = [c.get("Labels") or {} for c in _containers(client, f)]
+        found += [net.get("Labels") or {} for net in client.api.networks(filters=f)]
+        owners = {lab.get(CLUSTER_LABEL, ""): lab.get(OWNER_LABEL, "") for lab in found}
+        alive = {cid for cid, owner in owners.items() if owner.isdigit() and _pid_alive(int(owner))}
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    return sum(remove_cluster(cid, client) for cid in owners if cid and cid not in alive)
 
 
 def count_resources(session_label: str) -> int:

@@ -1,12 +1,17 @@
 """A process killed with SIGKILL runs no handler: what it started is removed by the next process
-that starts a cluster, and only what a dead process owned."""
+that starts a cluster, or by the xdist controller of its session after its workers, and only what a
+dead process owned."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import subprocess
+import sys
+import threading
 
+import docker.errors
 import pytest
 
 from pytest_elr.sut import resources
@@ -37,3 +42,45 @@ def test_the_first_cluster_of_a_process_removes_what_dead_processes_left(monkeyp
         for net in (dead, alive):
             with contextlib.suppress(Exception):  # already removed (the point of the test)
                 client.networks.get(net).remove()
+
+
+def test_reap_session_awaits_the_owners_then_removes_only_dead_owners_clusters() -> None:
+    """What an xdist controller does after its workers: once its session's owners have ended
+    (awaited, bounded), their clusters go; a live owner's and another session's stay."""
+    client = resources.docker_client()
+    session = f"reap-{secrets.token_hex(4)}"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    owners = {"dead": (session, dead.pid), "ending": (session, ending.pid),
+              "other": (f"{session}-other", dead.pid), "live": (f"{session}-live", os.getpid())}
+    made = []
+
+    def ours() -> set[str]:
+        return {n["Labels"][resources.CLUSTER_LABEL] for n in client.api.networks(filters={"label": resources.LABEL})
+                if n["Labels"].get(resources.CLUSTER_LABEL, "").startswith(session)}
+
+    try:
+        for name, (sess, pid) in owners.items():
+            labels = {resources.LABEL: "1", resources.CLUSTER_LABEL: f"{session}-{name}",
+                      resources.SESSION_LABEL: sess, resources.OWNER_LABEL: str(pid)}
+            made.append(client.api.create_network(f"pytest-elr-{session}-{name}", labels=labels)["Id"])
+        removed: list[int] = []
+        reaper = threading.Thread(target=lambda: removed.append(resources.reap_session(session, wait_s=120)))
+        reaper.start()
+        assert reaper.is_alive() and len(ours()) == 4  # an owner of the session lives: nothing goes yet
+        ending.kill()
+        ending.wait()
+        reaper.join(timeout=60)  # well before its 120 s: it awaits the owners, not the time
+        assert not reaper.is_alive(), "reap_session went on after its session's owners ended"
+        assert removed == [2] and ours() == {f"{session}-other", f"{session}-live"}, (removed, ours())
+        # A live owner: after the (bounded) wait its cluster stays.
+        assert resources.reap_session(f"{session}-live", wait_s=0.5) == 0
+        assert ours() == {f"{session}-other", f"{session}-live"}
+    finally:
+        if ending.poll() is None:
+            ending.kill()
+            ending.wait()
+        for net in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_network(net)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from testcontainers.core.config import testcontainers_config
@@ -442,3 +444,58 @@ def test_healing_waits_for_a_jvm_still_exiting_before_it_starts_it(monkeypatch: 
     faults.heal_everything()
     assert calls == [(0, ("stop", "0")), (0, ("stop", "330")), (0, ("start",))]
     assert faults.process.exiting == set()
+
+
+def _state(pid: int) -> str:
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_zombie_owner_is_dead() -> None:
+    """A process that exited but was not yet waited for (an xdist worker killed by its controller)
+    owns nothing any more: its clusters may be reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        await_value(lambda: _state(child.pid), lambda s: s == "Z", timeout_s=30, interval_s=0.05, what="exit")
+        assert not resources._pid_alive(child.pid)
+    finally:
+        child.wait()
+    assert not resources._pid_alive(child.pid)
+    assert resources._pid_alive(os.getpid())
+
+
+class _StartingNode:
+    """A node of ``KafkaCluster._bring_up`` that records its steps; ``hold`` blocks its first step
+    until the startup is stopping, ``interrupt`` sends SIGINT to the process in its first step."""
+
+    def __init__(self, name: str, cluster: KafkaCluster, hold: bool = False, interrupt: bool = False) -> None:
+        self.name, self.cluster, self.hold, self.interrupt = name, cluster, hold, interrupt
+        self.steps: list[str] = []
+
+    def start_container(self) -> None:
+        self.steps.append("containers")
+        if self.interrupt:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, or execnet's own SIGINT to a worker
+        if self.hold:  # a step under way when the interrupt comes (bounded: then it goes on)
+            self.cluster._startup_stopping.wait(10)
+
+    def configure(self) -> None:
+        self.steps.append("configure")
+
+    def ctl(self, *args: str) -> None:
+        self.steps.append(args[0])
+
+    def logs(self) -> str:
+        return ""
+
+
+def test_an_interrupted_startup_begins_no_further_step() -> None:
+    """Ctrl-C during a cluster's start: the nodes end the step under way and begin no other, so
+    the cluster is closed within one step's time (an xdist worker whose controller went has 15 s
+    before execnet ends it, cleanup or not), not after every node's whole startup."""
+    c = KafkaCluster.__new__(KafkaCluster)
+    c.kafka_cluster_id, c.timings, c._startup_stopping = "x", {}, threading.Event()
+    held = _StartingNode("b0", c, hold=True)
+    nodes = [held, _StartingNode("b1", c, interrupt=True)]
+    with pytest.raises(KeyboardInterrupt):
+        c._bring_up(nodes, "1")  # type: ignore[arg-type]
+    assert held.steps == ["containers"]
