@@ -1020,13 +1020,18 @@ class ModelCluster:
     def _settle(self) -> None:
         """``settle`` over the partitions that may still move: those the action changed
         (``_dirty``: every one after an action that is not a produce) and, round after round,
-        those the round before changed, unless a broker event (fencing, a registration, an
-        unfencing, a directory assignment landing) changed the cluster in the controller round:
-        then every one from there on. A partition left out would have run a round on the same
-        state of its own and of the cluster as its last round, which changed nothing: it would
-        change nothing again (the rounds are deterministic without a Timing; with one, whose
-        choices are counted, every partition runs every round). The settle ends, as ever, at the
-        first round that leaves the fingerprint as it was."""
+        those whose replication and leader rounds changed them in the round before, unless a
+        broker event (fencing, a registration, an unfencing, a directory assignment landing)
+        changed the cluster in the controller round: then every one from there on.
+
+        Why a partition left out changes nothing: the rounds are deterministic without a Timing (with
+        one, whose choices are counted, every partition runs every round), and the controller's part
+        of a round (``_controller_round``: answer the AlterPartition, follow the assignment, tell the
+        brokers) does nothing on a state it just made. So a partition the rest of its round left as
+        the controller left it (its ``_partition_key``: the fingerprint and what else the rounds read)
+        would run its next round on that state again, and make it again. The settle ends, as ever,
+        at the first round that leaves the fingerprint as it was -- or at one after which no
+        partition and nothing of the cluster can move, where the next round would be that one."""
         # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
         # the actions' handlers do): every link answers the same for the whole settle, once.
         self._trips = {}
@@ -1046,6 +1051,7 @@ class ModelCluster:
                     work = every
                 for p in work:
                     p.note_change()
+                mid = [key(p) for p in work]  # as the controller left them
                 for p in work:
                     self._replication_round(p)
                     leader, hwm = p.part.leader, p.hwm()
@@ -1054,21 +1060,23 @@ class ModelCluster:
                         p.hwm_moves.append((hwm or 0, p.hwm() or 0, len(p.part.isr), self.seed_min_isr(p)))
                     self._finish_produce(p)
                 after = self._cluster_fingerprint()
-                moved = after != before
-                changed = []
-                for p in work:
-                    k = key(p)
-                    if k != p._key:
-                        changed.append(p)
-                        moved = moved or k[0] != p._key[0]  # type: ignore[index]
-                        p._key = k
-                if not moved:
+                cluster_moved = moved = after != before
+                moving = []  # the partitions the rest of the round changed: they run the next round
+                for p, k_mid in zip(work, mid, strict=True):
+                    k, was = key(p), p._key
+                    assert was is not None
+                    if not moved and (k[0] != was[0] or k[1] != was[1]):
+                        moved = True  # the fingerprint moved
+                    p._key = k
+                    if k[0] != k_mid[0] or k[2] != k_mid[2]:  # ``outrun`` apart (``_partition_key``)
+                        moving.append(p)
+                if not moved or not (full or cluster_moved or moving):
                     # Those whose round changed what the fingerprint leaves out run again first
                     # in the next settle (as the next round of a full settle would run them).
-                    self._dirty = {p.id for p in changed}
+                    self._dirty = {p.id for p in moving}
                     return
                 before = after
-                work = every if full else changed
+                work = every if full else moving
             raise ModelError("the model did not settle (livelock in the rules)")
         finally:
             self._trips = None
@@ -1076,17 +1084,23 @@ class ModelCluster:
     def _cluster_fingerprint(self) -> tuple[object, ...]:
         return tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller
 
-    def _partition_key(self, p: ModelPartition) -> tuple[object, ...]:
-        """The partition's fingerprint, and what else of it its rounds read that a round changes
-        without the fingerprint showing it: a round that leaves all of this as it was changed
-        nothing the next round reads (``_settle``)."""
-        return (self._partition_fingerprint(p),
-                (p.hwm_waits_since, p._view_epoch, tuple(p.follower_fetch_epoch.items())))
-
-    def fingerprint(self) -> tuple[object, ...]:
+    @staticmethod
+    def _partition_key(p: ModelPartition) -> tuple[tuple[object, ...], frozenset[int], tuple[object, ...]]:
+        """What ``_settle`` compares of a partition: (its fingerprint but ``outrun``, ``outrun``, what
+        else its rounds read that a round changes without the fingerprint showing it). The first
+        two are equal exactly when ``_partition_fingerprint`` is (the same fields, sets and dicts
+        compared as such); a round that leaves all three as they were changed nothing the next
+        round reads. ``outrun`` apart: a leader round that changed only it leaves a state its next
+        round keeps -- ``outrun`` is read by that one statement alone, which sets it to
+        (``outrun`` - ISR) | X with X outside the ISR and computed without it, so a second round
+        sets it to the same."""
+        r = p.part
         return (
-            tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller,
-            tuple(map(self._partition_fingerprint, self.partitions.values())),
+            (r.leader, r.leader_epoch, r.partition_epoch, tuple(r.isr), tuple(r.elr), tuple(r.last_known_elr),
+             p.pending_alter, tuple([(len(log.log), log.hwm) for log in p.logs.values()]), tuple(p.heard.values()),
+             p.follower_leo.copy(), len(p.pending_produce), frozenset(p.late_in_sync)),
+            frozenset(p.outrun),
+            (p.hwm_waits_since, p._view_epoch, p.follower_fetch_epoch.copy()),
         )
 
     @staticmethod
@@ -1299,11 +1313,14 @@ class ModelCluster:
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
         lead = p.logs[leader]
-        p.outrun -= set(part.isr)
+        if p.outrun:
+            p.outrun -= set(part.isr)
         if p.hwm_waits_since is not None and part.partition_epoch != p.hwm_waits_since:
             p.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
         ends = [lead.leo if b == leader else p.follower_leo.get(b, 0) for b in self.maximal_isr(p)]
-        if self.hwm_may_advance_now(p):
+        # ``hwm_may_advance_now``, inline: the leader is live (above)
+        may_advance = controller.hwm_may_advance(part.isr, self.eff_min_isr_of(p), self.profile.rules)
+        if may_advance and controller.hwm_reevaluated(p.hwm_waits_since is None):
             p.hwm_window_open = True
             # The HWM may pass, by records the model does not see, every follower out of the ISR
             # below the least log end of the members that get no records (late fetchers).
@@ -1314,8 +1331,7 @@ class ModelCluster:
             if new_hwm > lead.hwm:
                 lead.hwm = new_hwm
                 self._extend_committed(p, lead)
-        elif controller.hwm_may_advance(part.isr, self.eff_min_isr_of(p), self.profile.rules) and \
-                controller.advance_hwm(lead.hwm, ends) > lead.hwm:
+        elif may_advance and controller.advance_hwm(lead.hwm, ends) > lead.hwm:
             self.ctx.depart("hwm_reevaluated")  # waiting for an event where the KIP would let it move
         # ISR changes: one AlterPartition in flight at a time.
         if p.pending_alter is not None:
