@@ -1103,6 +1103,12 @@ class ModelCluster:
             (p.hwm_waits_since, p._view_epoch, p.follower_fetch_epoch.copy()),
         )
 
+    def fingerprint(self) -> tuple[object, ...]:
+        return (
+            tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller,
+            tuple(map(self._partition_fingerprint, self.partitions.values())),
+        )
+
     @staticmethod
     def _partition_fingerprint(p: ModelPartition) -> tuple[object, ...]:
         r = p.part
