@@ -190,7 +190,7 @@ def run_schedule(seed: int, profile: str, partitions: int) -> int:
     return STEPS
 
 
-SEEDS = range(12)
+SEEDS = range(30)
 
 
 @pytest.mark.parametrize("partitions", [1, 3, 10])

@@ -513,6 +513,8 @@ class ModelCluster:
             # (``note_change`` has nothing to see): only they settle, beside those still moving.
             result = handler(self, action)
             self._mark_dirty(self._produced_to)
+        elif isinstance(action, Wait):
+            result = handler(self, action)  # changes nothing: the partitions still moving settle
         else:
             # Any other action may change the cluster (links, brokers, controllers, configs):
             # every partition settles, as those its handler settles itself (``settle``).
