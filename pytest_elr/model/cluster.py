@@ -148,6 +148,7 @@ class ModelCluster:
         #: the partitions whose next round may change something (``_settle``); None: every one
         self._dirty: set[int] | None = None
         self._produced_to: list[int] = []  # the partitions the last produce sent records to
+        self._touched: set[int] = set()  # ``_controller_round``'s
         self.settle()
 
     # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
@@ -1049,11 +1050,14 @@ class ModelCluster:
                     p._key = key(p)
             before = self._cluster_fingerprint()  # a round's end state is the next one's start
             for _ in range(MAX_SETTLE_ROUNDS):
-                if self._controller_round(work):
+                event = self._controller_round(work)
+                if event:
                     work = every
                 for p in work:
                     p.note_change()
-                mid = [key(p) for p in work]  # as the controller left them
+                # as the controller left them: as the round found those it did not touch
+                touched = self._touched
+                mid = [key(p) if event or p.id in touched else p._key for p in work]
                 for p in work:
                     self._replication_round(p)
                     leader, hwm = p.part.leader, p.hwm()
@@ -1166,6 +1170,9 @@ class ModelCluster:
         broker event makes it every one. Returns whether one did."""
         ctx, partitions = self.ctx, list(self.partitions.values())
         event = work is None
+        #: of ``work``, the partitions whose AlterPartition, assignment or leader as the brokers know
+        #: it this round changed (read by ``_settle`` when no broker event came)
+        self._touched: set[int] = set()
         if not self.has_quorum():
             # No active controller (KIP-595: a leader needs a majority's votes): no session
             # expires, no broker registers or is unfenced, no AlterPartition is answered and no
@@ -1233,9 +1240,14 @@ class ModelCluster:
                     controller.unfence(p.part, ctx)
         if not event:
             partitions = work  # type: ignore[assignment]  # no broker event: only they may move
+        touched = self._touched
         for p in partitions:
-            self._answer_alter_partition(p)
-            self._follow_assignment(p)
+            if p.pending_alter is not None:
+                touched.add(p.id)
+                self._answer_alter_partition(p)
+            if p.replicas != p.part.replicas:
+                touched.add(p.id)
+                self._follow_assignment(p)
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
         # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
         # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
@@ -1243,19 +1255,23 @@ class ModelCluster:
         fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
         for p in partitions:
             part = p.part
-            heard = (part.leader, part.leader_epoch)
+            heard, told = (part.leader, part.leader_epoch), p.heard
             for b in fetching:
-                p.heard[b] = heard
+                if told[b] != heard:
+                    told[b] = heard
+                    touched.add(p.id)
             eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
             if len(part.isr) >= eff_min_isr:
                 p.frozen_min_isr = eff_min_isr
                 p.quorum_shrunk_by = None
             if part.recovering and part.leader is not None:
                 p.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
-            p.stale_in_isr &= set(part.isr)
-            leader = part.leader
-            live = leader is not None and leader not in self.fenced and self.brokers[leader].running
-            p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+            if p.stale_in_isr:
+                p.stale_in_isr &= set(part.isr)
+            if p.ledger.suspects:
+                leader = part.leader
+                live = leader is not None and leader not in self.fenced and self.brokers[leader].running
+                p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
         return event
 
     def _answer_alter_partition(self, p: ModelPartition) -> None:
