@@ -4,6 +4,9 @@
 Time is abstract. Every action is followed by ``settle()``, which delivers messages and lets
 the controller and the leader react until nothing changes -- the state a real cluster reaches
 once its timeouts have fired. Deterministic: the same actions always give the same states.
+A settle runs only the partitions that may still move (``_settle``: those a produce appended to,
+every one after any other action or a broker event, then those the round before changed), with the
+states of a settle of every partition in every round (``full_settle``; tests/test_settle_dirty.py).
 """
 
 from __future__ import annotations
