@@ -4,12 +4,16 @@
 Time is abstract. Every action is followed by ``settle()``, which delivers messages and lets
 the controller and the leader react until nothing changes -- the state a real cluster reaches
 once its timeouts have fired. Deterministic: the same actions always give the same states.
+A settle runs only the partitions that may still move (``_settle``: those a produce appended to,
+every one after any other action or a broker event, then those the round before changed), with the
+states of a settle of every partition in every round (``full_settle``; tests/test_settle_dirty.py).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Iterable
 from dataclasses import InitVar, dataclass, field, replace
 from functools import singledispatchmethod
 
@@ -144,6 +148,10 @@ class ModelCluster:
             p.frozen_min_isr = self.eff_min_isr_of(p)
         #: ``_round_trip``'s answers during one settle, else None (``settle``)
         self._trips: dict[tuple[Node, Node, bool], bool] | None = None
+        #: the partitions whose next round may change something (``_settle``); None: every one
+        self._dirty: set[int] | None = None
+        self._produced_to: list[int] = []  # the partitions the last produce sent records to
+        self._touched: set[int] = set()  # ``_controller_round``'s
         self.settle()
 
     # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
@@ -487,9 +495,13 @@ class ModelCluster:
             chosen: frozenset[int] = frozenset()
             if self.timing is not None:
                 chosen = self.timing.choose(late_in_sync_options(self.late_in_sync_candidates(p)))
+            elif not p.late_in_sync:
+                continue  # the canonical choice, already taken: nothing changes
             for f in chosen:
                 p.follower_leo.setdefault(f, p.logs[f].leo)  # its late fetch told the leader
-            changed |= chosen != p.late_in_sync
+            if chosen != p.late_in_sync:
+                changed = True
+                self._mark_dirty((p.id,))
             p.late_in_sync = set(chosen)
         return changed
 
@@ -499,12 +511,25 @@ class ModelCluster:
         # The handler straight from the dispatch table (``self._do`` builds a wrapper at each call).
         # An assignment timing left for this action lands in it (``_assignment_lands_now``).
         self.dir_due, self.dir_late = self.dir_late & self.dir_pending, set()
-        result = ModelCluster.__dict__["_do"].dispatcher.dispatch(action.__class__)(self, action)
-        for p in self.partitions.values():
-            p.note_change()
-        self.settle()
+        handler = ModelCluster.__dict__["_do"].dispatcher.dispatch(action.__class__)
+        if isinstance(action, Produce):
+            # A produce appends to the partitions it sends to, and changes no partition record
+            # (``note_change`` has nothing to see): only they settle, beside those still moving.
+            result = handler(self, action)
+            self._mark_dirty(self._produced_to)
+        elif isinstance(action, Wait):
+            result = handler(self, action)  # changes nothing: the partitions still moving settle
+        else:
+            # Any other action may change the cluster (links, brokers, controllers, configs):
+            # every partition settles, as those its handler settles itself (``settle``).
+            self._dirty = None
+            result = handler(self, action)
+            self._dirty = None
+            for p in self.partitions.values():
+                p.note_change()
+        self._settle()
         if self._choose_late_in_sync():
-            self.settle()
+            self._settle()
         if isinstance(result, ProduceOutcome):
             for p in self.partitions.values():
                 self._finish_produce(p)
@@ -908,10 +933,12 @@ class ModelCluster:
         first = self._next_value
         self._next_value += action.count
         n = len(self.partitions)
+        self._produced_to = []
         for i, p in self.partitions.items():
             values = [f"v{k}" for k in range(first + (i - first) % n, first + action.count, n)]
             if values:
                 self._produce_to(p, values, action.acks, outcome)
+                self._produced_to.append(i)
         return outcome
 
     def _produce_to(self, p: ModelPartition, values: list[str], acks: str, outcome: ProduceOutcome) -> None:
@@ -982,30 +1009,108 @@ class ModelCluster:
 
     # --- settling ----------------------------------------------------------------------------
 
+    #: every partition in every round of every settle, as before the dirty sets (issue 27): the
+    #: differential test's reference (tests/test_settle_dirty.py); a Timing settles so as well
+    full_settle = False
+
     def settle(self) -> None:
+        """Deliver messages and let the controller and the leaders react until nothing changes,
+        in every partition (what a caller that changed the state itself needs)."""
+        self._dirty = None
+        self._settle()
+
+    def _mark_dirty(self, ids: Iterable[int]) -> None:
+        if self._dirty is not None:
+            self._dirty.update(ids)
+
+    def _settle(self) -> None:
+        """``settle`` over the partitions that may still move: those the action changed
+        (``_dirty``: every one after an action that is not a produce) and, round after round,
+        those whose replication and leader rounds changed them in the round before, unless a
+        broker event (fencing, a registration, an unfencing, a directory assignment landing)
+        changed the cluster in the controller round: then every one from there on.
+
+        Why a partition left out changes nothing: the rounds are deterministic without a Timing (with
+        one, whose choices are counted, every partition runs every round), and the controller's part
+        of a round (``_controller_round``: answer the AlterPartition, follow the assignment, tell the
+        brokers) does nothing on a state it just made. So a partition the rest of its round left as
+        the controller left it (its ``_partition_key``: the fingerprint and what else the rounds read)
+        would run its next round on that state again, and make it again. The settle ends, as ever,
+        at the first round that leaves the fingerprint as it was -- or at one after which no
+        partition and nothing of the cluster can move, where the next round would be that one."""
         # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
         # the actions' handlers do): every link answers the same for the whole settle, once.
         self._trips = {}
+        every = list(self.partitions.values())
+        full = self.full_settle or self.timing is not None
+        work = every if full or self._dirty is None else [p for p in every if p.id in self._dirty]
         try:
-            before = self.fingerprint()  # a round's end state is the next one's start
+            key = self._partition_key
+            for p in work:  # a partition outside ``work`` is as its key says: nothing touched it since
+                p._key = key(p)
+            for p in every:
+                if p._key is None:
+                    p._key = key(p)
+            before = self._cluster_fingerprint()  # a round's end state is the next one's start
             for _ in range(MAX_SETTLE_ROUNDS):
-                self._controller_round()
-                for p in self.partitions.values():
+                event = self._controller_round(work)
+                if event:
+                    work = every
+                for p in work:
                     p.note_change()
-                for p in self.partitions.values():
+                # as the controller left them: as the round found those it did not touch
+                touched = self._touched
+                mid = [key(p) if event or p.id in touched else p._key for p in work]
+                for p in work:
                     self._replication_round(p)
                     leader, hwm = p.part.leader, p.hwm()
                     self._leader_round(p)
                     if leader is not None and p.part.leader == leader and (p.hwm() or 0) > (hwm or 0):
                         p.hwm_moves.append((hwm or 0, p.hwm() or 0, len(p.part.isr), self.seed_min_isr(p)))
                     self._finish_produce(p)
-                after = self.fingerprint()
-                if after == before:
+                after = self._cluster_fingerprint()
+                cluster_moved = moved = after != before
+                moving = []  # the partitions the rest of the round changed: they run the next round
+                for p, k_mid in zip(work, mid, strict=True):
+                    k, was = key(p), p._key
+                    assert was is not None
+                    if not moved and (k[0] != was[0] or k[1] != was[1]):
+                        moved = True  # the fingerprint moved
+                    p._key = k
+                    if k[0] != k_mid[0] or k[2] != k_mid[2]:  # ``outrun`` apart (``_partition_key``)
+                        moving.append(p)
+                if not moved or not (full or cluster_moved or moving):
+                    # Those whose round changed what the fingerprint leaves out run again first
+                    # in the next settle (as the next round of a full settle would run them).
+                    self._dirty = {p.id for p in moving}
                     return
                 before = after
+                work = every if full else moving
             raise ModelError("the model did not settle (livelock in the rules)")
         finally:
             self._trips = None
+
+    def _cluster_fingerprint(self) -> tuple[object, ...]:
+        return tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller
+
+    @staticmethod
+    def _partition_key(p: ModelPartition) -> tuple[tuple[object, ...], frozenset[int], tuple[object, ...]]:
+        """What ``_settle`` compares of a partition: (its fingerprint but ``outrun``, ``outrun``, what
+        else its rounds read that a round changes without the fingerprint showing it). The first
+        two are equal exactly when ``_partition_fingerprint`` is (the same fields, sets and dicts
+        compared as such); a round that leaves all three as they were changed nothing the next
+        round reads. ``outrun`` apart: a leader round that changed only it leaves a state its next
+        round keeps -- ``outrun`` is read by that one statement alone, which sets it to
+        (``outrun`` - ISR) | X with X outside the ISR and computed without it, so a second round
+        sets it to the same."""
+        r = p.part
+        return (
+            (r.leader, r.leader_epoch, r.partition_epoch, tuple(r.isr), tuple(r.elr), tuple(r.last_known_elr),
+             p.pending_alter, tuple([(len(log.log), log.hwm) for log in p.logs.values()]), tuple(p.heard.values()),
+             p.follower_leo.copy(), len(p.pending_produce), frozenset(p.late_in_sync)),
+            frozenset(p.outrun),
+            (p.hwm_waits_since, p._view_epoch, p.follower_fetch_epoch.copy()),
+        )
 
     def fingerprint(self) -> tuple[object, ...]:
         return (
@@ -1063,14 +1168,20 @@ class ModelCluster:
         others = [b for b in pending[1:] if self._unfences_now(b)]
         return self.timing.choose([first, *others]) if others else first
 
-    def _controller_round(self) -> None:
+    def _controller_round(self, work: list[ModelPartition] | None = None) -> bool:
+        """One round of the controller. ``work``: the partitions that may move (None: every one); a
+        broker event makes it every one. Returns whether one did."""
         ctx, partitions = self.ctx, list(self.partitions.values())
+        event = work is None
+        #: of ``work``, the partitions whose AlterPartition, assignment or leader as the brokers know
+        #: it this round changed (read by ``_settle`` when no broker event came)
+        self._touched: set[int] = set()
         if not self.has_quorum():
             # No active controller (KIP-595: a leader needs a majority's votes): no session
             # expires, no broker registers or is unfenced, no AlterPartition is answered and no
             # metadata reaches a broker until a majority runs again. The brokers keep the last
             # metadata they fetched; the leader keeps serving with the ISR it has.
-            return
+            return False
         # A broker event changes every partition it touches in one step, each partition's change
         # built on its own (Kafka's ReplicationControlManager builds one PartitionChangeBuilder per
         # partition of the broker, and writes their records in one batch).
@@ -1080,6 +1191,7 @@ class ModelCluster:
             heartbeats = self._round_trip(b, CONTROLLER, allow_slow=True) and b not in self.heartbeats_held
             if b not in self.fenced and not heartbeats:
                 self.fenced.add(b)
+                event = True
                 for p in partitions:
                     controller.fence(p.part, b, ctx)
         # 2. Registrations of restarted brokers, then unfencing of those that can heartbeat.
@@ -1095,6 +1207,7 @@ class ModelCluster:
                 broker.epoch = self._new_epoch()
                 broker.registered = True
                 broker.clean_marker = None  # removed once the log manager is up
+                event = True
                 for p in partitions:
                     part = p.part
                     if not clean and (b in part.replicas or b in part.elr):
@@ -1112,6 +1225,7 @@ class ModelCluster:
             if b in self.dir_pending and b not in self.assignments_held and self._assignment_lands_now(b):
                 self.dir_pending.discard(b)
                 self.dir_offline.discard(b)
+                event = True
                 moved = [p for p in partitions if b in p.logs]
                 for p in moved:
                     controller.reassign_directory(p.part, ctx)
@@ -1122,13 +1236,21 @@ class ModelCluster:
             # is unfenced on a heartbeat that shows it caught up, so a held heartbeat keeps it out.
             if b in self.fenced and b not in self.heartbeats_held:
                 self.fenced.discard(b)
+                event = True
                 if b in self.down_order:
                     self.down_order.remove(b)
                 for p in partitions:
                     controller.unfence(p.part, ctx)
+        if not event:
+            partitions = work  # type: ignore[assignment]  # no broker event: only they may move
+        touched = self._touched
         for p in partitions:
-            self._answer_alter_partition(p)
-            self._follow_assignment(p)
+            if p.pending_alter is not None:
+                touched.add(p.id)
+                self._answer_alter_partition(p)
+            if p.replicas != p.part.replicas:
+                touched.add(p.id)
+                self._follow_assignment(p)
         # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
         # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
         # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
@@ -1136,19 +1258,24 @@ class ModelCluster:
         fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
         for p in partitions:
             part = p.part
-            heard = (part.leader, part.leader_epoch)
+            heard, told = (part.leader, part.leader_epoch), p.heard
             for b in fetching:
-                p.heard[b] = heard
+                if told[b] != heard:
+                    told[b] = heard
+                    touched.add(p.id)
             eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
             if len(part.isr) >= eff_min_isr:
                 p.frozen_min_isr = eff_min_isr
                 p.quorum_shrunk_by = None
             if part.recovering and part.leader is not None:
                 p.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
-            p.stale_in_isr &= set(part.isr)
-            leader = part.leader
-            live = leader is not None and leader not in self.fenced and self.brokers[leader].running
-            p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+            if p.stale_in_isr:
+                p.stale_in_isr &= set(part.isr)
+            if p.ledger.suspects:
+                leader = part.leader
+                live = leader is not None and leader not in self.fenced and self.brokers[leader].running
+                p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+        return event
 
     def _answer_alter_partition(self, p: ModelPartition) -> None:
         """3. The leader's AlterPartition, unless its link to the controller holds it back."""
@@ -1213,11 +1340,14 @@ class ModelCluster:
         if leader is None or leader in self.fenced or not self.brokers[leader].running:
             return
         lead = p.logs[leader]
-        p.outrun -= set(part.isr)
+        if p.outrun:
+            p.outrun -= set(part.isr)
         if p.hwm_waits_since is not None and part.partition_epoch != p.hwm_waits_since:
             p.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
         ends = [lead.leo if b == leader else p.follower_leo.get(b, 0) for b in self.maximal_isr(p)]
-        if self.hwm_may_advance_now(p):
+        # ``hwm_may_advance_now``, inline: the leader is live (above)
+        may_advance = controller.hwm_may_advance(part.isr, self.eff_min_isr_of(p), self.profile.rules)
+        if may_advance and controller.hwm_reevaluated(p.hwm_waits_since is None):
             p.hwm_window_open = True
             # The HWM may pass, by records the model does not see, every follower out of the ISR
             # below the least log end of the members that get no records (late fetchers).
@@ -1228,8 +1358,7 @@ class ModelCluster:
             if new_hwm > lead.hwm:
                 lead.hwm = new_hwm
                 self._extend_committed(p, lead)
-        elif controller.hwm_may_advance(part.isr, self.eff_min_isr_of(p), self.profile.rules) and \
-                controller.advance_hwm(lead.hwm, ends) > lead.hwm:
+        elif may_advance and controller.advance_hwm(lead.hwm, ends) > lead.hwm:
             self.ctx.depart("hwm_reevaluated")  # waiting for an event where the KIP would let it move
         # ISR changes: one AlterPartition in flight at a time.
         if p.pending_alter is not None:
