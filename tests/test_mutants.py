@@ -69,6 +69,10 @@ KILLED_BY = {
         "expectation replicas", "scenario kip966-reassignment-cancelled-under-min-isr [kip966]: step cancel"),
     "failover-forgets-elr": (
         "expectation elr", "scenario kip966-active-controller-fails-mid-timeline [kafka]: step failover"),
+    "fencing-changes-first-partition-only": (
+        "expectation produce", "scenario many-partitions-leader-crash [kafka]: step leader-of-1-crashes"),
+    "broker-reaches-quorum-through-any-controller": (
+        "expectation isr", "scenario broker-cut-from-active-controller [kip966]: step cut"),
 }
 
 EXAMPLES = 100
@@ -114,7 +118,8 @@ def test_a_break_kafka_shows_by_itself_kills_no_mutant(monkeypatch: pytest.Monke
     found: list[Action] = lossy_last_leader
 
     def search(profile: str, max_examples: int, rules: Rules,
-               shrink: bool = True, controllers: int = 1) -> tuple[list[Action], list[str]] | None:
+               shrink: bool = True, controllers: int = 1,
+               partitions: int = 1) -> tuple[list[Action], list[str]] | None:
         return (found, ["invariant no_acked_loss broken"]) if profile == "kafka" else None
 
     monkeypatch.setattr(mutants, "search", search)
@@ -134,3 +139,17 @@ def test_a_rule_of_the_failover_is_killed_by_the_search_on_three_controllers() -
     result = check_mutant("failover-forgets-elr", rules, [], examples=EXAMPLES)
     assert result.check == "invariant isr_plus_elr_at_min_isr", result.killed_by
     assert (result.killed_by or "").startswith("property search [kip966, 3 controllers]: "), result.killed_by
+
+
+def test_a_rule_of_a_broker_event_across_partitions_is_killed_by_the_search_on_three_partitions() -> None:
+    """Without the suite's scenarios, a fencing that changes partition 0 alone is seen only by the
+    search on a topic of several partitions: none on one partition (there is no other), the broken
+    invariant on another partition than 0 on three."""
+    from pytest_elr.schedule.search import search
+
+    rules = MUTANTS["fencing-changes-first-partition-only"]
+    assert search("kip966", max_examples=EXAMPLES, rules=rules, shrink=False) is None
+    result = check_mutant("fencing-changes-first-partition-only", rules, [], examples=EXAMPLES)
+    assert result.check == "invariant isr_unfenced", result.killed_by
+    assert (result.killed_by or "").startswith("property search [kip966, 3 partitions]: "), result.killed_by
+    assert "partition=0" not in (result.killed_by or ""), result.killed_by

@@ -418,7 +418,8 @@ class ModelCluster:
             # the broker reaches it (crash_controller: active) and is unfenced. Measured on Kafka
             # 4.4.0: scenarios/broker_cut_from_active_controller.elr.yaml.
             active = one_controller(self.active_controller)
-            if (active if src == CONTROLLER else src, active if dst == CONTROLLER else dst) in self.cut:
+            if (active if src == CONTROLLER else src, active if dst == CONTROLLER else dst) in self.cut \
+                    and self.profile.rules.broker_link_is_to_active_controller:
                 return False
         for node in (src, dst):
             if node != CONTROLLER:
@@ -868,9 +869,7 @@ class ModelCluster:
             # Controlled shutdown: the controller moves leadership and ISR away first, in every
             # partition the broker touches.
             if self._reachable(broker, CONTROLLER) and broker not in self.fenced and self.has_quorum():
-                self.fenced.add(broker)
-                for p in self.partitions.values():
-                    controller.fence(p.part, broker, self.ctx)
+                self._fence(broker)
         else:
             b.clean_marker = None
         b.running, b.paused = False, False
@@ -1168,6 +1167,15 @@ class ModelCluster:
         others = [b for b in pending[1:] if self._unfences_now(b)]
         return self.timing.choose([first, *others]) if others else first
 
+    def _fence(self, broker: int) -> None:
+        """The controller fences ``broker``: one broker event that changes every partition it
+        touches, each partition's change built on its own (Kafka's ReplicationControlManager builds
+        one PartitionChangeBuilder per partition of the broker and writes their records in one batch)."""
+        self.fenced.add(broker)
+        partitions = list(self.partitions.values())
+        for p in partitions if self.profile.rules.broker_event_changes_every_partition else partitions[:1]:
+            controller.fence(p.part, broker, self.ctx)
+
     def _controller_round(self, work: list[ModelPartition] | None = None) -> bool:
         """One round of the controller. ``work``: the partitions that may move (None: every one); a
         broker event makes it every one. Returns whether one did."""
@@ -1190,10 +1198,8 @@ class ModelCluster:
         for b in order:
             heartbeats = self._round_trip(b, CONTROLLER, allow_slow=True) and b not in self.heartbeats_held
             if b not in self.fenced and not heartbeats:
-                self.fenced.add(b)
+                self._fence(b)
                 event = True
-                for p in partitions:
-                    controller.fence(p.part, b, ctx)
         # 2. Registrations of restarted brokers, then unfencing of those that can heartbeat.
         pending = list(self.brokers_ids)
         while pending:

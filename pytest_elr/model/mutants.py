@@ -48,6 +48,8 @@ MUTANTS: dict[str, Rules] = {
     "reassignment-completes-under-min-isr": Rules(reassignment_waits_for_min_isr=False),
     "reassignment-cancelled-under-min-isr": Rules(cancellation_waits_for_min_isr=False),
     "failover-forgets-elr": Rules(failover_replays_elr=False),
+    "fencing-changes-first-partition-only": Rules(broker_event_changes_every_partition=False),
+    "broker-reaches-quorum-through-any-controller": Rules(broker_link_is_to_active_controller=False),
 }
 
 BROKERS = (0, 1, 2)

@@ -65,6 +65,8 @@ class Rules:
     reassignment_waits_for_min_isr: bool = True  # complete_reassignment: completed only at min ISR
     cancellation_waits_for_min_isr: bool = True  # cancel_reassignment: cancelled only at min ISR
     failover_replays_elr: bool = True  # ModelCluster._elect_controller: a new active controller keeps the ELR
+    broker_event_changes_every_partition: bool = True  # ModelCluster._fence: a fencing changes every partition
+    broker_link_is_to_active_controller: bool = True  # ModelCluster._reachable: heartbeats go to the active one
 
 
 @dataclass(frozen=True)
