@@ -44,14 +44,22 @@ def test_the_first_cluster_of_a_process_removes_what_dead_processes_left(monkeyp
                 client.networks.get(net).remove()
 
 
-def test_reap_session_awaits_the_owners_then_removes_only_dead_owners_clusters() -> None:
+def test_reap_session_awaits_the_owners_then_removes_only_dead_owners_clusters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """What an xdist controller does after its workers: once its session's owners have ended
-    (awaited, bounded), their clusters go; a live owner's and another session's stay."""
+    (awaited, bounded), their clusters go; a live owner's and another session's stay.
+
+    The owners are live processes that this process alone sees end (``_pid_alive`` patched here):
+    a really dead owner's network is fair game for any other process of a parallel run that starts
+    a cluster (``reap_leftovers``), which would make the counts below a race. Whether a pid is alive
+    is ``_pid_alive``'s own test (a zombie is dead, tests/sut/test_units.py)."""
     client = resources.docker_client()
     session = f"reap-{secrets.token_hex(4)}"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+    dead = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    ended = {dead.pid}
+    real_alive = resources._pid_alive
+    monkeypatch.setattr(resources, "_pid_alive", lambda pid: pid not in ended and real_alive(pid))
     owners = {"dead": (session, dead.pid), "ending": (session, ending.pid),
               "other": (f"{session}-other", dead.pid), "live": (f"{session}-live", os.getpid())}
     made = []
@@ -69,8 +77,7 @@ def test_reap_session_awaits_the_owners_then_removes_only_dead_owners_clusters()
         reaper = threading.Thread(target=lambda: removed.append(resources.reap_session(session, wait_s=120)))
         reaper.start()
         assert reaper.is_alive() and len(ours()) == 4  # an owner of the session lives: nothing goes yet
-        ending.kill()
-        ending.wait()
+        ended.add(ending.pid)
         reaper.join(timeout=60)  # well before its 120 s: it awaits the owners, not the time
         assert not reaper.is_alive(), "reap_session went on after its session's owners ended"
         assert removed == [2] and ours() == {f"{session}-other", f"{session}-live"}, (removed, ours())
@@ -78,9 +85,9 @@ def test_reap_session_awaits_the_owners_then_removes_only_dead_owners_clusters()
         assert resources.reap_session(f"{session}-live", wait_s=0.5) == 0
         assert ours() == {f"{session}-other", f"{session}-live"}
     finally:
-        if ending.poll() is None:
-            ending.kill()
-            ending.wait()
+        for process in (dead, ending):
+            process.kill()
+            process.wait()
         for net in made:
             with contextlib.suppress(docker.errors.NotFound):
                 client.api.remove_network(net)
