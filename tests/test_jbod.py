@@ -148,3 +148,25 @@ def test_a_written_schedule_with_a_move_gets_the_log_dirs_it_needs(tmp_path: Pat
     scenario = load_scenario(path)
     assert scenario.cluster.log_dirs == 2
     assert [a.kind for s in scenario.steps for a in s.actions] == ["produce", "move_log_dir"]
+
+
+def test_a_move_reassigns_the_moved_partition_alone_and_a_new_disk_every_partition() -> None:
+    """On a topic of three partitions (every broker holds a replica of each), ``move_log_dir: 2``
+    moves partition 0's replica: its assignment lands as a change of partition 0 alone; partitions
+    1 and 2 stay in the old directory, their epochs unchanged -- as Kafka 4.4.0 did under
+    ``elr explore --partitions 3`` (the model moved all three: a finding of its own mistake). A new
+    disk (``replace_disk``) puts every replica in the new directory: every partition changes."""
+    from pytest_elr.actions import ReplaceDisk
+
+    more = ([1, 2, 0], [2, 0, 1])
+    m = ModelCluster(BROKERS, list(BROKERS), 2, get_profile("kafka"), more_partitions=more)
+    m.apply(Produce(count=6))
+    epochs = [p.part.partition_epoch for p in m.partitions.values()]
+    m.apply(MoveLogDir(broker=2))
+    assert [p.part.partition_epoch - e for p, e in zip(m.partitions.values(), epochs)] == [1, 0, 0]
+    assert not m.dir_pending and not m.dir_moves
+    epochs = [p.part.partition_epoch for p in m.partitions.values()]
+    m.apply(ReplaceDisk(broker=1))
+    assert not m.dir_pending and not m.dir_moves
+    assert all(p.part.partition_epoch > e for p, e in zip(m.partitions.values(), epochs)), \
+        [(p.part.partition_epoch, e) for p, e in zip(m.partitions.values(), epochs)]

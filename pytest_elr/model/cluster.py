@@ -88,9 +88,15 @@ class ModelCluster:
     assignments_held: set[int] = field(default_factory=set)
     #: brokers whose replicas' AssignReplicasToDirs has not landed: the controller still has them in
     #: the old directory -- offline after a new disk, online after a live move between log dirs.
-    #: Per broker (one log directory per broker in the model, and one request carries all of
-    #: its replicas): a landing moves every partition the broker holds a replica of.
+    #: Per broker: after a new disk a landing moves every partition the broker holds a replica of
+    #: (all of them are in the new directory); after live moves, only the moved ones (``dir_moves``).
     dir_pending: set[int] = field(default_factory=set)
+    #: of ``dir_pending``, the brokers whose assignment is for live moves alone, with the partitions
+    #: moved: the broker assigns the replica it moved, not the others, which stay where they were
+    #: (found by ``elr explore --partitions 3`` on Kafka 4.4.0: a move of partition 0's replica left
+    #: partitions 1 and 2's epochs unchanged; ReplicaManager.alterReplicaLogDirs moves the partitions
+    #: it is asked for, and the broker's AssignmentsManager sends an assignment per moved partition)
+    dir_moves: dict[int, set[int]] = field(default_factory=dict)
     #: of ``dir_pending``, the brokers whose old directory is gone (a new disk): not electable
     dir_offline: set[int] = field(default_factory=set)
     #: of ``dir_pending``, the brokers whose assignment timing left for the next action, and those
@@ -693,6 +699,10 @@ class ModelCluster:
         # The broker tells the controller with AssignReplicasToDirs, as after a new disk: held by
         # ``hold_dir_assignments`` and by a cut from the controller like any of its requests.
         if self.profile.directory_ids:
+            if action.broker not in self.dir_pending:
+                self.dir_moves[action.broker] = set()
+            if action.broker in self.dir_moves:  # not when a new disk's assignment is pending: it moves all
+                self.dir_moves[action.broker].add(self.partition.id)
             self.dir_pending.add(action.broker)
         return None
 
@@ -1224,6 +1234,7 @@ class ModelCluster:
                 if broker.new_disk and self.profile.directory_ids and any(b in p.part.replicas for p in partitions):
                     self.dir_pending.add(b)
                     self.dir_offline.add(b)
+                    self.dir_moves.pop(b, None)  # every replica is in the new directory
                 broker.new_disk = False
             # The replicas' directory assignment, unless held (it lands once healed). A hold longer
             # than the broker's request timeout (30 s) leaves resent copies that land right after
@@ -1232,7 +1243,8 @@ class ModelCluster:
                 self.dir_pending.discard(b)
                 self.dir_offline.discard(b)
                 event = True
-                moved = [p for p in partitions if b in p.logs]
+                only = self.dir_moves.pop(b, None)
+                moved = [p for p in partitions if b in p.logs and (only is None or p.id in only)]
                 for p in moved:
                     controller.reassign_directory(p.part, ctx)
                 if self.timing is not None and self.timing.choose((False, True)):
