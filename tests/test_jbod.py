@@ -163,10 +163,10 @@ def test_a_move_reassigns_the_moved_partition_alone_and_a_new_disk_every_partiti
     m.apply(Produce(count=6))
     epochs = [p.part.partition_epoch for p in m.partitions.values()]
     m.apply(MoveLogDir(broker=2))
-    assert [p.part.partition_epoch - e for p, e in zip(m.partitions.values(), epochs)] == [1, 0, 0]
+    assert [p.part.partition_epoch - e for p, e in zip(m.partitions.values(), epochs, strict=True)] == [1, 0, 0]
     assert not m.dir_pending and not m.dir_moves
     epochs = [p.part.partition_epoch for p in m.partitions.values()]
     m.apply(ReplaceDisk(broker=1))
     assert not m.dir_pending and not m.dir_moves
-    assert all(p.part.partition_epoch > e for p, e in zip(m.partitions.values(), epochs)), \
-        [(p.part.partition_epoch, e) for p, e in zip(m.partitions.values(), epochs)]
+    assert all(p.part.partition_epoch > e for p, e in zip(m.partitions.values(), epochs, strict=True)), \
+        [(p.part.partition_epoch, e) for p, e in zip(m.partitions.values(), epochs, strict=True)]
