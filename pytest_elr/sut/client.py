@@ -137,6 +137,10 @@ class ClusterClient:
         await_value(lambda: admin.describe_replica_dirs(HOST, port, topic, partition),
                     lambda copies: copies == [admin.ReplicaDir(target, future=False)],
                     timeout_s, 0.1, f"{topic}-{partition} moving to {target} on broker {node}")
+        # The broker answers from its map of logs, which it updates before it renames the old
+        # directory away: await the disk too, so that what is read there next is the moved copy.
+        await_value(lambda: self.cluster.node(node).dirs_holding(topic, partition), lambda held: held == [target],
+                    timeout_s, 0.1, f"only {target} holding {topic}-{partition} on broker {node}'s disk")
         return target
 
     # ------------------------------------------------------------ observation

@@ -221,14 +221,19 @@ class KafkaNode:
         """The partition's directory in whichever of the node's log dirs holds it (a JBOD replica
         moves between them; a future or deleted copy is named otherwise and is not it). With no
         copy anywhere, the first log dir's path, which holds no segment."""
-        name = f"{topic}-{partition}"
+        held = self.dirs_holding(topic, partition)
+        return f"{held[0] if held else self.spec.log_dirs[0]}/{topic}-{partition}"
+
+    def dirs_holding(self, topic: str, partition: int) -> list[str]:
+        """The log dirs that hold a directory named for the partition, in the node's order. Right
+        after a JBOD move both can, for a moment: Kafka renames the copy into place before it
+        renames the old directory for deletion (``LogManager.replaceCurrentWithFutureLog``)."""
         dirs = self.spec.log_dirs
-        if len(dirs) > 1:
-            found = self.exec("sh", "-c", 'for d in "$@"; do [ -d "$d/$0" ] && echo "$d/$0" && break; done; true',
-                              name, *dirs)[1].strip()
-            if found:
-                return found
-        return f"{dirs[0]}/{name}"
+        if len(dirs) == 1:
+            return [dirs[0]]
+        found = self.exec("sh", "-c", 'for d in "$@"; do [ -d "$d/$0" ] && echo "$d"; done; true',
+                          f"{topic}-{partition}", *dirs)[1]
+        return [line.strip() for line in found.splitlines() if line.strip()]
 
     def segment_files(self, directory: str) -> list[tuple[int, bytes]]:
         """The log segments (``*.log``) of a partition directory, by base offset, as the node's disk
