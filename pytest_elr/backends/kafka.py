@@ -815,7 +815,16 @@ class KafkaBackend(Backend):
         ``refreshed``: the logs were just replayed, once for every partition of the observation."""
         key = (p.leader, p.leader_epoch, p.isr, p.elr, p.last_known_elr, p.replicas)
         if self._registration_stale(p):
-            self._registration_read[p.partition] = (key, self.client.registration(p, refreshed))
+            reg = self.client.registration(p, refreshed)
+            before = self._registration_read.get(p.partition)
+            if reg is not None and before is not None and before[1] is not None \
+                    and reg.partition_epoch < before[1].partition_epoch:
+                # The partition epoch never goes back: a match older than a record already read is an
+                # earlier visit of the same state (an unclean election's ISR [2], ELR [] matched again
+                # after a cluster-wide ClearElr emptied the ELR), read before the log held this one.
+                # Not known yet: read again at the next observation (CI, 2026-11-27: epoch 9 -> 5).
+                reg = None
+            self._registration_read[p.partition] = (key, reg)
         reg = self._registration_read[p.partition][1]
         miss = (key, self.client.registration_miss)
         if reg is None and self.history is not None and miss != self._miss_recorded.get(p.partition):

@@ -499,3 +499,39 @@ def test_an_interrupted_startup_begins_no_further_step() -> None:
     with pytest.raises(KeyboardInterrupt):
         c._bring_up(nodes, "1")  # type: ignore[arg-type]
     assert held.steps == ["containers"]
+
+
+def test_an_older_record_of_the_same_state_is_not_taken_for_the_partitions_epoch() -> None:
+    """The partition epoch never goes back. After a cluster-wide ClearElr empties the ELR, the state
+    (leader 2, ISR [2], ELR []) is also that of an earlier record (an unclean election's, RECOVERING);
+    read before the log holds the new record, that old one matched: CI saw epoch 9 become 5 and
+    ``recovering`` true. The backend takes it as not known yet, and reads again at the next observation."""
+    from pytest_elr.backends.kafka import KafkaBackend
+    from pytest_elr.sut.admin import PartitionState
+    from pytest_elr.sut.metadata_log import Registration
+
+    def reg(epoch: int, elr: tuple[int, ...], recovering: bool) -> Registration:
+        return Registration(leader=2, leader_epoch=4, partition_epoch=epoch, isr=(2,), elr=elr, last_known_elr=(),
+                            recovering=recovering, replicas=(0, 1, 2))
+
+    answers = [reg(9, (1,), False), reg(5, (), True), reg(10, (), False)]
+
+    class Client:
+        registration_miss = "no record yet"
+
+        def registration(self, state: PartitionState, refreshed: dict[int, str] | None = None) -> Registration:
+            return answers.pop(0)
+
+    backend = object.__new__(KafkaBackend)
+    backend.client, backend.history = Client(), None  # type: ignore[assignment]
+    backend._registration_read, backend._miss_recorded = {}, {}
+
+    def state(elr: tuple[int, ...]) -> PartitionState:
+        return PartitionState(topic="t", partition=0, leader=2, leader_epoch=4, replicas=(0, 1, 2), isr=(2,),
+                              elr=elr, last_known_elr=(), offline_replicas=())
+
+    assert backend._registration(state((1,)), {})["partition_epoch"] == 9
+    assert backend._registration(state(()), {}) == {"recovering": None, "partition_epoch": None,
+                                                    "adding": None, "removing": None}  # epoch 5: not yet known
+    assert backend._registration(state(()), {})["partition_epoch"] == 10  # read again: the new record
+    assert not answers
