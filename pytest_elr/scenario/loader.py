@@ -20,7 +20,7 @@ from pytest_elr.core import limits as L
 from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, OPERATOR_ERRORS, PRODUCE_ERRORS, ScenarioError
 from pytest_elr.core.outcomes import OUTCOMES
 from pytest_elr.core.reader import Reader, did_you_mean
-from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
+from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec, rotated_assignment
 from pytest_elr.core.versions import VersionError, version_range
 from pytest_elr.model.invariants import INVARIANT_NAMES
 from pytest_elr.model.profiles import PROFILE_NAMES
@@ -301,8 +301,7 @@ class _Builder:
             brokers = r.brokers
             factor = r.integer(node, "topic.replicas", minimum=1, maximum=len(brokers))
             return tuple(tuple(brokers[(p + j) % len(brokers)] for j in range(factor)) for p in range(count))
-        replicas = self.replica_list(node, "topic.replicas")
-        return tuple(replicas[p % len(replicas):] + replicas[: p % len(replicas)] for p in range(count))
+        return rotated_assignment(tuple(self.replica_list(node, "topic.replicas")), count)
 
     def assignment(self, node: yaml.Node, count: int | None) -> tuple[tuple[int, ...], ...]:
         """``assignment: {0: [0, 1, 2], 1: [1, 2, 0]}``: each partition's replicas, partitions 0 .. N - 1
