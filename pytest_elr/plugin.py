@@ -26,6 +26,7 @@ from pytest_elr.checker.verdict import ANOMALIES_DOC, explain
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import slug
 from pytest_elr.core.limits import MAX_BROKERS
+from pytest_elr.core.observation import say_lost_offsets
 from pytest_elr.core.versions import VersionError, resolve_versions
 from pytest_elr.model.profiles import PROFILE_NAMES
 from pytest_elr.parallel import Decision, distribute
@@ -408,8 +409,8 @@ class _JunitRelay:
 
 def _proof(p: dict[str, Any]) -> str:
     steps = sorted({r["read_at"] for r in p["records"]})
-    victim = (f"; broker {p['victim']} lost offsets {p['truncated'][0]}-{p['truncated'][1] - 1}"
-              if p.get("truncated") else "")
+    lost = say_lost_offsets(p)
+    victim = f"; broker {p['victim']} lost {lost}" if lost else ""
     return (f"{p['count']} acknowledged records read at {', '.join(steps)} (served by leader "
             f"{', '.join(map(str, p['served_by'])) or '?'}) are absent from the final read{victim}")
 

@@ -4,7 +4,7 @@ Subclasses plant one way a harness can be blind (see test_harness_mutants.py).""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
@@ -121,8 +121,8 @@ class HwmFromLaggingReplica(Fake):
 class EarlierReadsSeeNothing(Fake):
     """Reads before the end come back empty: a loss could then only be judged by absence."""
 
-    def read(self, start: int) -> Read:
-        return Read([], super().read(start).end_offset)
+    def read_partitions(self, starts: Mapping[int, int]) -> dict[int, Read]:
+        return {i: Read([], read.end_offset) for i, read in super().read_partitions(starts).items()}
 
 
 class OneAtATime(Fake):

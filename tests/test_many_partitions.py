@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 from fake_backend import Fake
 
-from pytest_elr.actions import Crash, Produce
+import pytest_elr
+from pytest_elr.actions import Crash, PowerOff, Produce, Restart
 from pytest_elr.api import ClusterHandle
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.errors import ScenarioError
-from pytest_elr.core.observation import Observation, Read
+from pytest_elr.core.history import History
+from pytest_elr.core.observation import LossEvidence, Observation, Read
 from pytest_elr.model import build_model
-from pytest_elr.scenario.executor import run_scenario
-from pytest_elr.scenario.loader import cluster_and_topic_from_python, parse_scenario
+from pytest_elr.scenario.executor import Executor, StepContext, run_scenario
+from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario, parse_scenario
 
 #: three brokers, three partitions led by 0, 1 and 2 (generated: [0,1,2], [1,2,0], [2,0,1]); the
 #: leader of partition 1 crashes and comes back
@@ -603,3 +605,57 @@ def test_elr_cluster_takes_partitions_and_an_assignment(pytester: pytest.Pyteste
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*test_parts.py:16: topic.assignment.1: 3 replicas, but the partitions before "
                                  "have 2*"])
+
+
+# --- losses on a topic of several partitions -----------------------------------------------------
+
+def _outage_2018() -> Any:
+    return load_scenario(Path(pytest_elr.__file__).parent / "scenarios" / "outage_2018_leader_cut_then_lost.elr.yaml")
+
+
+class Partition0ReadOnly(ModelBackend):
+    """Reads before the end see partition 0 only (as the executor read before issue 27's item 3)."""
+
+    def read_partitions(self, starts: Any) -> dict[int, Read]:
+        return {i: read for i, read in super().read_partitions(starts).items() if i == 0}
+
+
+def test_a_loss_on_every_partition_of_the_victim_is_proved_by_presence(tmp_path: Path) -> None:
+    """The 2018 outage under legacy: broker 0 leads ten partitions and loses two acknowledged records
+    of each. Reads before the end read every partition, so the proof names all ten with the offsets
+    the victim lost in each; reading partition 0 alone proves two."""
+    result = run_scenario(_outage_2018(), ModelBackend(), "legacy", tmp_path / "all")
+    assert result.passed, result.message
+    [proof] = result.lost_by_presence
+    led = [str(p) for p in range(0, 50, 5)]
+    assert proof["victim"] == 0 and proof["count"] == 20
+    assert sorted(proof["truncated_by_partition"], key=int) == led
+    assert {r.get("partition", 0) for r in proof["records"]} == {int(p) for p in led}
+    for record in proof["records"]:  # each read record lies in the span its partition lost
+        first, end = proof["truncated_by_partition"][str(record.get("partition", 0))]
+        assert first <= record["offset"] < end
+    narrow = run_scenario(_outage_2018(), Partition0ReadOnly(), "legacy", tmp_path / "p0")
+    assert [p["count"] for p in narrow.lost_by_presence] == [2]
+
+
+def test_a_power_off_measures_each_partition_the_victim_holds(tmp_path: Path) -> None:
+    text = THREE.replace("do: [{crash: 1}]", "do: [{power_off: 1}]")
+    result = run_scenario(parse_scenario(text, "three.elr.yaml"), ModelBackend(), "kafka", tmp_path)
+    assert result.passed, result.message
+    assert sorted((x.broker, x.partition) for x in result.losses) == [(1, 0), (1, 1), (1, 2)]
+    cuts = [e for e in _events(result) if e["type"] == "loss_evidence" and e.get("after") == "power_off"]
+    assert sorted(e.get("partition", 0) for e in cuts) == [0, 1, 2]
+
+
+def test_a_restart_s_evidence_completes_the_cut_of_its_own_partition(tmp_path: Path) -> None:
+    """Kafka's restart reports each partition's reloaded log end: it replaces the cut's evidence of
+    the same broker AND partition, never another partition's."""
+    ex = Executor(parse_scenario(THREE, "three.elr.yaml"), ModelBackend(), "kafka",
+                  History.create(tmp_path, scenario="t"))
+    ctx = StepContext(None)
+    for p in (0, 1, 2):
+        ex._keep_loss(LossEvidence(1, 9, 7, partition=p), PowerOff(brokers=(1,)), ctx)
+    ex._keep_loss(LossEvidence(1, 9, 7, leo_restart=7, partition=2), Restart(broker=1), ctx)
+    ex._keep_loss(LossEvidence(1, 9, 7, leo_restart=6, partition=0), Restart(broker=1), ctx)
+    assert [(x.partition, x.leo_restart) for x in ex.losses] == [(0, 6), (1, None), (2, 7)]
+    assert len(ctx.losses) == 3  # the step's lossy faults: the cuts only

@@ -19,6 +19,7 @@ then compared with nothing, and a scenario that expects it is refused (never a v
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pytest_elr.actions import Action
@@ -128,11 +129,12 @@ class Backend(ABC):
         In-process backends have nothing to do."""
         return None
 
-    def read(self, start: int) -> Read | None:
-        """What a consumer reads now from offset ``start`` up to the HWM: the executor reads after
-        each step, so a record that disappears later is proved lost by having been seen. None: the
-        backend cannot read before the end (losses are then judged by absence only)."""
-        return None
+    def read_partitions(self, starts: Mapping[int, int]) -> dict[int, Read]:
+        """What a consumer reads now of each partition in ``starts`` from its offset up to the HWM:
+        the executor reads after each step, so a record that disappears later is proved lost by
+        having been seen. A partition left out of the answer was not read (none: the backend cannot
+        read before the end, and losses are then judged by absence only)."""
+        return {}
 
     def unsynced_bytes(self) -> dict[int, int]:
         """Per broker, what a power off would lose right now."""

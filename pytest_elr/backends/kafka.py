@@ -23,7 +23,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import lru_cache, singledispatchmethod
 from typing import Any, ClassVar, cast
@@ -92,7 +92,7 @@ from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtoc
 from pytest_elr.sut.kafka_dist import DIST_ENV, KafkaDist
 from pytest_elr.sut.metadata_log import Registration
 from pytest_elr.sut.polling import await_value
-from pytest_elr.workload.drain import drain, max_acked_offset
+from pytest_elr.workload.drain import DrainResult, drain_partitions, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
 
 KAFKA_VERSION_ENV = "PYTEST_ELR_KAFKA_VERSION"
@@ -426,7 +426,7 @@ class KafkaBackend(Backend):
 
     @_do.register
     def _(self, action: PowerOff) -> Result:
-        return [self._power_off(b) for b in action.brokers]
+        return [loss for b in action.brokers for loss in self._power_off(b)]
 
     @_do.register
     def _(self, action: Restart) -> Result:
@@ -436,13 +436,16 @@ class KafkaBackend(Backend):
     def _(self, action: ReplaceDisk) -> Result:
         """The new disk's log end is measured, not assumed: read from the disk before the JVM
         starts, and from the broker once it serves (it may have fetched by then)."""
-        process, tp = self.faults.process, (self.topic, 0)
-        before = self.client.local_leo(action.broker, tp)
+        process = self.faults.process
+        held = [p.partition for p in self.client.partitions(self.topic, via=OBSERVER_ID)
+                if action.broker in p.replicas] or [0]
+        before = {p: self.client.local_leo(action.broker, (self.topic, p)) for p in held}
         process.replace_disk(action.broker, start=False)
-        after = process.evidence.leo_on_disk(action.broker, tp)
+        after = {p: process.evidence.leo_on_disk(action.broker, (self.topic, p)) for p in held}
         process.start(action.broker)
         self._await_registered(action.broker)
-        return [LossEvidence(action.broker, before, after, leo_restart=self.client.local_leo(action.broker, tp))]
+        return [LossEvidence(action.broker, before[p], after[p], partition=p,
+                             leo_restart=self.client.local_leo(action.broker, (self.topic, p))) for p in held]
 
     @_do.register
     def _(self, action: CrashController) -> Result:
@@ -628,21 +631,28 @@ class KafkaBackend(Backend):
                      int(TUNING["request.timeout.ms"]))
         return 2 * max(timers_ms) / 1000
 
-    def _power_off(self, broker: int) -> LossEvidence:
+    def _power_off(self, broker: int) -> list[LossEvidence]:
         record = self.faults.process.power_off(broker, topics=[self.topic])
         self._powered_off.add(broker)
         return self._evidence(record)
 
-    def _evidence(self, record: PowerOffRecord) -> LossEvidence:
-        """The partition's log end before the cut, on the disk after it, and (once restarted) as the
-        broker loaded it -- its log line, else its first ListOffsets answer (a lower bound: by then
-        a follower may have re-fetched). Bytes only of the partition's segment files, for the record."""
-        tp, prefix = (self.topic, 0), f"{self.topic}-0/"
-        dropped = sum(n for path, n in record.unsynced_files.items()
-                      if path.lstrip("/").startswith(prefix) and path.endswith(".log"))
-        restart = record.leo_loaded.get(tp)
-        return LossEvidence(record.node, record.leo_before.get(tp), record.leo_on_disk.get(tp), bytes_lost=dropped,
-                            leo_restart=restart if restart is not None else record.leo_after.get(tp))
+    def _evidence(self, record: PowerOffRecord) -> list[LossEvidence]:
+        """Per partition of the topic the victim holds: the log end before the cut, on the disk
+        after it, and (once restarted) as the broker loaded it -- its log line, else its first
+        ListOffsets answer (a lower bound: by then a follower may have re-fetched). Bytes only of
+        the partition's segment files, for the record. Partition 0's alone (unmeasured) when the
+        victim holds none, as the model says."""
+        held = sorted(p for topic, p in record.leo_before if topic == self.topic) or [0]
+        out = []
+        for p in held:
+            tp, prefix = (self.topic, p), f"{self.topic}-{p}/"
+            dropped = sum(n for path, n in record.unsynced_files.items()
+                          if path.lstrip("/").startswith(prefix) and path.endswith(".log"))
+            restart = record.leo_loaded.get(tp)
+            out.append(LossEvidence(record.node, record.leo_before.get(tp), record.leo_on_disk.get(tp),
+                                    bytes_lost=dropped, partition=p,
+                                    leo_restart=restart if restart is not None else record.leo_after.get(tp)))
+        return out
 
     def _restart(self, broker: int) -> list[LossEvidence] | None:
         if broker not in self._powered_off:
@@ -651,7 +661,7 @@ class KafkaBackend(Backend):
             return None
         self._powered_off.discard(broker)
         record = self.faults.process.power_on(broker)
-        return [self._evidence(record)] if record is not None else None
+        return self._evidence(record) if record is not None else None
 
     def _await_registered(self, broker: int) -> None:
         """The model registers a restarted broker at once; Kafka only after its old session (which
@@ -694,7 +704,7 @@ class KafkaBackend(Backend):
     def start_workload(self, spec: WorkloadSpec) -> bool:
         """The scenario's background producer, for the whole run (stopped before the drain)."""
         self._workload = BackgroundProducer(self._bootstrap(), self.topic, self.history, rate=spec.rate_per_s,
-                                            acks=spec.acks)  # type: ignore[arg-type]
+                                            partitions=self._partitions, acks=spec.acks)  # type: ignore[arg-type]
         self._workload.start()
         return True
 
@@ -887,27 +897,26 @@ class KafkaBackend(Backend):
         return counts
 
     def drain(self) -> Read:
-        self.stop_workload()
-        result = drain(self._bootstrap(), self.topic, None, timeout_s=DRAIN_TIMEOUT_S,
-                       skip=lambda v: v.startswith("tick"),
-                       min_offset=max_acked_offset(self.history) if self.history is not None else None)
-        return Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
+        return self.drain_partitions()[0]
 
     def drain_partitions(self) -> dict[int, Read]:
-        """Every partition read to its HWM, one after the other."""
-        reads = {0: self.drain()}
-        for i in range(1, self._partitions):
-            result = drain(self._bootstrap(), self.topic, None, partition=i, timeout_s=DRAIN_TIMEOUT_S,
-                           skip=lambda v: v.startswith("tick"),
-                           min_offset=max_acked_offset(self.history, i) if self.history is not None else None)
-            reads[i] = Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
-        return reads
+        """Every partition read to its HWM (or its highest acknowledged offset) by one consumer."""
+        self.stop_workload()
+        acked = {i: max_acked_offset(self.history, i) if self.history is not None else None
+                 for i in range(self._partitions)}
+        results = drain_partitions(self._bootstrap(), self.topic, None, dict.fromkeys(range(self._partitions), 0),
+                                   min_offsets=acked, timeout_s=DRAIN_TIMEOUT_S, skip=lambda v: v.startswith("tick"))
+        return {i: _as_read(result) for i, result in results.items()}
 
-    def read(self, start: int) -> Read:
-        """From ``start`` up to the HWM, as a consumer sees it now."""
-        result = drain(self._bootstrap(), self.topic, None, start=start, timeout_s=READ_TIMEOUT_S,
-                       settle_s=1.0, skip=lambda v: v.startswith("tick"))
-        return Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
+    def read_partitions(self, starts: Mapping[int, int]) -> dict[int, Read]:
+        """Each partition from its offset in ``starts`` up to the HWM, as a consumer sees it now."""
+        results = drain_partitions(self._bootstrap(), self.topic, None, dict(starts), timeout_s=READ_TIMEOUT_S,
+                                   settle_s=1.0, skip=lambda v: v.startswith("tick"))
+        return {i: _as_read(result) for i, result in results.items()}
+
+
+def _as_read(result: DrainResult) -> Read:
+    return Read([ConsumedRecord(r.offset, r.value) for r in result.records], result.next_offset)
 
 
 def _ref(node: Node) -> int | str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
@@ -84,6 +85,9 @@ class ModelBackend(Backend):
         if leader is None or p.part.leader in model.fenced:
             return Read([], None)  # no leader to read from
         return Read(model.drain(partition)[start:], leader.hwm)
+
+    def read_partitions(self, starts: Mapping[int, int]) -> dict[int, Read]:
+        return {i: self.read(start, i) for i, start in starts.items()}
 
     def close(self) -> None:
         self.model = None

@@ -119,6 +119,8 @@ class LossEvidence:
     leo_after: int | None
     bytes_lost: int | None = None
     leo_restart: int | None = None
+    #: the topic's partition measured (a power off measures each partition the victim holds)
+    partition: int = 0
 
     @property
     def records_lost(self) -> int | None:
@@ -139,15 +141,28 @@ class LossEvidence:
         return (self.records_lost or 0) > 0
 
     def as_event(self) -> dict[str, int | None]:
-        """The fields of the history's ``loss_evidence`` event."""
+        """The fields of the history's ``loss_evidence`` event (``partition`` only when not 0, as
+        in a one-partition topic's history)."""
         return {"broker": self.broker, "leo_before": self.leo_before, "leo_after": self.leo_after,
-                "leo_restart": self.leo_restart, "records_lost": self.records_lost, "bytes_lost": self.bytes_lost}
+                "leo_restart": self.leo_restart, "records_lost": self.records_lost, "bytes_lost": self.bytes_lost,
+                **({"partition": self.partition} if self.partition else {})}
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> LossEvidence:
         """Back from a ``loss_evidence`` event (``records_lost`` follows from the two offsets)."""
         return cls(broker=event["broker"], leo_before=event.get("leo_before"), leo_after=event.get("leo_after"),
-                   bytes_lost=event.get("bytes_lost"), leo_restart=event.get("leo_restart"))
+                   bytes_lost=event.get("bytes_lost"), leo_restart=event.get("leo_restart"),
+                   partition=event.get("partition") or 0)
+
+
+def say_lost_offsets(proof: Mapping[str, Any]) -> str:
+    """The offsets a proof by presence's victim lost, in words ("offsets 5-7", or per partition on a
+    topic of several: "partition 3 offsets 5-7, partition 8 offsets 4-4"); "" when unmeasured."""
+    if proof.get("truncated"):
+        first, end = proof["truncated"]
+        return f"offsets {first}-{end - 1}"
+    spans = sorted((proof.get("truncated_by_partition") or {}).items(), key=lambda kv: int(kv[0]))
+    return ", ".join(f"partition {p} offsets {first}-{end - 1}" for p, (first, end) in spans)
 
 
 @dataclass(frozen=True)

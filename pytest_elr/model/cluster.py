@@ -646,7 +646,7 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: PowerOff) -> Result:
-        return [self._power_off(b) for b in action.brokers]
+        return [loss for b in action.brokers for loss in self._power_off(b)]
 
     @_do.register
     def _(self, action: Restart) -> Result:
@@ -655,7 +655,7 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: ReplaceDisk) -> Result:
-        return [self._replace_disk(action.broker)]
+        return self._replace_disk(action.broker)
 
     @_do.register
     def _(self, action: Pause) -> Result:
@@ -885,11 +885,11 @@ class ModelCluster:
         b.running, b.paused = False, False
         self._note_down_broker(broker)
 
-    def _power_off(self, broker: int) -> LossEvidence:
-        """Every partition's replica on ``broker`` loses what it had not flushed; the evidence is
-        partition 0's (what the one-partition surface reports)."""
+    def _power_off(self, broker: int) -> list[LossEvidence]:
+        """Every partition's replica on ``broker`` loses what it had not flushed: the evidence of
+        each partition it holds (partition 0's alone, zero, when it holds none)."""
         self._stop(broker, clean=False, lossy=True)
-        evidence = LossEvidence(broker, 0, 0)
+        evidence = []
         for p in self.partitions.values():
             log = p.logs.get(broker)
             if log is None:
@@ -897,11 +897,10 @@ class ModelCluster:
             before = log.leo
             del log.log[log.flushed :]
             log.hwm = min(log.hwm, log.leo)
-            if p.id == 0:
-                evidence = LossEvidence(broker, before, log.leo)
-        return evidence
+            evidence.append(LossEvidence(broker, before, log.leo, partition=p.id))
+        return evidence or [LossEvidence(broker, 0, 0)]
 
-    def _replace_disk(self, broker: int) -> LossEvidence:
+    def _replace_disk(self, broker: int) -> list[LossEvidence]:
         b = self.brokers[broker]
         if b.running:
             self._stop(broker, clean=False, lossy=True)
@@ -910,17 +909,16 @@ class ModelCluster:
                 p.ledger.shutdown(broker, True, p.trusted())
         b.clean_marker = None
         b.new_disk = True
-        before = 0
+        evidence = []
         for p in self.partitions.values():
             log = p.logs.get(broker)
             if log is not None:
-                if p.id == 0:
-                    before = log.leo
+                evidence.append(LossEvidence(broker, log.leo, 0, partition=p.id))
                 log.log.clear()
                 log.flushed = log.hwm = 0
         self.settle()  # the controller notices the broker went away before it comes back
         self._start(broker)
-        return LossEvidence(broker, before, 0)
+        return evidence or [LossEvidence(broker, 0, 0)]
 
     def _start(self, broker: int) -> None:
         b = self.brokers[broker]

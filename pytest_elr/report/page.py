@@ -19,7 +19,7 @@ from packaging.version import Version
 from pytest_elr.actions import ACTIONS
 from pytest_elr.checker.verdict import ANOMALIES_DOC, FATAL, Verdict, explain
 from pytest_elr.core.history import Run
-from pytest_elr.core.observation import fault_bit
+from pytest_elr.core.observation import fault_bit, say_lost_offsets
 from pytest_elr.model.invariants import DATA_INVARIANTS
 from pytest_elr.report.partitions import CSS as PARTITIONS_CSS
 from pytest_elr.report.partitions import partition_numbers, partitions_section
@@ -400,7 +400,8 @@ def _finding(e: dict[str, object]) -> str:
         return f"Kafka departs from the KIP: {e.get('summary')} -- {e.get('reason')} [{e.get('source')}]"
     if e["type"] == "loss_evidence":  # a loss proved by presence
         return (f"{e.get('count')} acknowledged records an earlier read saw (served by {e.get('served_by')}) are "
-                f"absent from the final read; broker {e.get('victim')} lost offsets {e.get('truncated')}")
+                f"absent from the final read; broker {e.get('victim')} lost "
+                f"{say_lost_offsets(e) or 'unmeasured offsets'}")
     return str(e.get("message") or e.get("differences") or "")
 
 

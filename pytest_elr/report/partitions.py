@@ -233,8 +233,8 @@ def partition_events(events: Sequence[dict[str, Any]], wanted: Iterable[int]) ->
             p: int | None = int(e.get("partition") or 0)
         elif kind == "violation":  # its ``partition``; a history written before it, in the words only
             p = _partition_of(str(e.get("message") or ""))[0] if e.get("partition") is None else int(e["partition"])
-        elif kind == "loss_evidence":  # a broker's log of the partition under test
-            p = 0
+        elif kind == "loss_evidence":  # a broker's log of one partition (a proof by presence: partition 0's row)
+            p = int(e.get("partition") or 0)
         else:
             for mine in out.values():
                 mine.append(e)

@@ -219,6 +219,7 @@ class Seen:
     offset: int
     step: str
     leader: int | None
+    partition: int = 0
 
 
 class Executor:
@@ -263,7 +264,8 @@ class Executor:
         self.seen: dict[str, Seen] = {}
         #: the step's expectations and what was observed for each (the step's end event carries them)
         self._judged: dict[str, Any] = {}
-        self._read_to = 0
+        #: per partition, how far reads before the end got
+        self._read_to: dict[int, int] = {}
         self.lost_by_presence: list[dict[str, Any]] = []
         #: the profile's differences from the KIP the oracle relied on, each once, in order
         self.departures: list[dict[str, Any]] = []
@@ -509,7 +511,7 @@ class Executor:
             self.losses.append(loss)
             return
         for i in range(len(self.losses) - 1, -1, -1):
-            if self.losses[i].broker == loss.broker:
+            if (self.losses[i].broker, self.losses[i].partition) == (loss.broker, loss.partition):
                 self.losses[i] = loss
                 return
         self.losses.append(loss)
@@ -1083,16 +1085,23 @@ class Executor:
     # --- reads: before the end, and the final one -----------------------------------------------
 
     def read_for_presence(self, label: str, obs: Observation) -> None:
-        """Read what became readable since the last read: a record that disappears later is then
-        proved lost by having been seen (and by whom it was served)."""
-        if obs.leader is None or obs.hwm is None or obs.hwm <= self._read_to:
+        """Read what became readable since the last read, of every partition at once: a record that
+        disappears later is then proved lost by having been seen (and by whom it was served)."""
+        starts = {}
+        for i in range(self.scenario.topic.partitions):
+            seen = obs.of(i)
+            if seen is not None and seen.leader is not None and seen.hwm is not None \
+                    and seen.hwm > self._read_to.get(i, 0):
+                starts[i] = self._read_to.get(i, 0)
+        if not starts:
             return
-        read = self.backend.read(self._read_to)
-        if read is None or read.end_offset is None:
-            return
-        for record in read.records:
-            self.seen.setdefault(record.value, Seen(record.offset, label, obs.leader))
-        self._read_to = max(self._read_to, read.end_offset)
+        for i, read in self.backend.read_partitions(starts).items():
+            if read.end_offset is None:
+                continue
+            leader = obs.of(i).leader  # type: ignore[union-attr]
+            for record in read.records:
+                self.seen.setdefault(record.value, Seen(record.offset, label, leader, i))
+            self._read_to[i] = max(self._read_to.get(i, 0), read.end_offset)
 
     def _check_final_read(self, final: Read, partition: int = 0) -> None:
         """The final read must reach the final HWM: one that stops short (a timeout) would make
@@ -1119,19 +1128,25 @@ class Executor:
         acked = {e["value"] for e in self.history.events
                  if e["type"] == "produce" and e.get("op") == "ok" and e.get("acks") == "all"}
         gone = sorted(((v, s) for v, s in self.seen.items() if v in acked and v not in read),
-                      key=lambda item: item[1].offset)
+                      key=lambda item: (item[1].partition, item[1].offset))
         by_victim: dict[int | None, list[dict[str, Any]]] = {}
         for value, seen in gone:
-            victim = next((x for x in reversed(self.losses)
-                           if x.truncated is not None and x.truncated[0] <= seen.offset < x.truncated[1]), None)
-            entry = {"value": value, "offset": seen.offset, "read_at": seen.step, "leader": seen.leader}
+            victim = next((x for x in reversed(self.losses) if x.partition == seen.partition
+                           and x.truncated is not None and x.truncated[0] <= seen.offset < x.truncated[1]), None)
+            entry = {"value": value, "offset": seen.offset, "read_at": seen.step, "leader": seen.leader,
+                     **({"partition": seen.partition} if seen.partition else {})}
             by_victim.setdefault(victim.broker if victim else None, []).append(entry)
         for victim, records in by_victim.items():
-            evidence = next((x for x in reversed(self.losses) if x.broker == victim), None)
+            # the offsets the victim lost, of each partition where a lost record was read
+            cut = {x.partition: list(x.truncated) for x in self.losses
+                   if x.broker == victim and x.truncated is not None}
+            where = sorted({r.get("partition", 0) for r in records})
+            truncated = {p: cut[p] for p in where if p in cut}
             leaders = sorted({r["leader"] for r in records if r["leader"] is not None})
             summary = {
                 "victim": victim, "count": len(records), "records": records[:MAX_NAMED_LOSSES],
-                "truncated": list(evidence.truncated) if evidence and evidence.truncated else None,
+                "truncated": truncated.get(0) if where == [0] else None,
+                **({"truncated_by_partition": {str(p): t for p, t in truncated.items()}} if where != [0] else {}),
                 "served_by": leaders,
             }
             self.lost_by_presence.append(summary)
@@ -1215,7 +1230,8 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
         elif key == "lost":
             bit = {loss.broker for loss in ctx.losses if loss.bit}
             if bit != want:
-                detail = ", ".join(f"broker {x.broker}: LEO {x.leo_before} -> {x.leo_after}" for x in ctx.losses)
+                detail = ", ".join(f"broker {x.broker}{f' partition {x.partition}' if x.partition else ''}: "
+                                   f"LEO {x.leo_before} -> {x.leo_after}" for x in ctx.losses)
                 out.append(f"lost: expected brokers {sorted(want)} to lose unsynced records, "
                            f"observed {sorted(bit)} ({detail or 'no lossy shutdown'})")
     return out
@@ -1547,7 +1563,7 @@ def judge(scenario: Scenario, profile: str, ex: Executor, verdict: Verdict) -> S
 def unproved_loss(ex: Executor, verdict: Verdict) -> str | None:
     """Why a negative control's loss is not proved by presence: records missing from the final read
     prove nothing unless an earlier read saw them (a read that stopped short looks the same)."""
-    reads = type(ex.backend).read is not Backend.read  # the backend can read before the end
+    reads = type(ex.backend).read_partitions is not Backend.read_partitions  # it reads before the end
     if reads and not ex.lost_by_presence:
         return (f"negative control: {verdict.lost_count} acknowledged records are missing from the final read, "
                 "but no earlier read saw any of them: the loss is not proved by presence")

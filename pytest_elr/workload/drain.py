@@ -71,11 +71,41 @@ def drain(bootstrap_servers: str, topic: str, history: History | None, *, partit
     ``min_offset``: the highest offset some writer saw acknowledged; by default taken from the
     history's ``ok`` events. ``skip``: values read but not recorded (tick records of no send).
     """
-    t0 = time.monotonic()
-    deadline = t0 + timeout_s
     if history is not None and min_offset is None:
         min_offset = max_acked_offset(history, partition)
-    result = DrainResult()
+    return drain_partitions(bootstrap_servers, topic, history, {partition: start}, min_offsets={partition: min_offset},
+                            timeout_s=timeout_s, settle_s=settle_s, reader=reader, skip=skip, config=config)[partition]
+
+
+@dataclass
+class _Progress:
+    """One partition's drain: how far it got and whether it is over."""
+
+    result: DrainResult
+    start: int
+    target: int = 0
+    next_offset: int | None = None
+    stalled_since: float | None = None
+    done: bool = False
+
+
+def drain_partitions(bootstrap_servers: str, topic: str, history: History | None, starts: dict[int, int], *,
+                     min_offsets: dict[int, int | None] | None = None, timeout_s: float = 30.0,
+                     settle_s: float = 2.0, reader: str = "drain",
+                     skip: Callable[[str], bool] | None = _default_skip,
+                     config: dict[str, Any] | None = None) -> dict[int, DrainResult]:
+    """Read each partition of ``starts`` from its start offset with ONE consumer, as ``drain`` reads
+    one: a topic of 50 partitions is read in one pass, not in 50 consumers' (each paying its own
+    join and its own stall at the end of the log). ``min_offsets``: per partition, the highest
+    offset some writer saw acknowledged (none given: from the history). ``timeout_s`` bounds the
+    whole read; a partition that neither reaches its target nor stalls stops there ("timeout")."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    wanted = dict(min_offsets or {})
+    if history is not None:
+        for p in starts:
+            if wanted.get(p) is None:
+                wanted[p] = max_acked_offset(history, p)
     consumer = Consumer({
         "bootstrap.servers": bootstrap_servers,
         "group.id": f"elr-drain-{secrets.token_hex(4)}",  # never committed: no group state matters
@@ -86,71 +116,82 @@ def drain(bootstrap_servers: str, topic: str, history: History | None, *, partit
         "fetch.wait.max.ms": 100,
         **(config or {}),
     })
+    progress = {p: _Progress(DrainResult(), start) for p, start in sorted(starts.items())}
     try:
-        tp = TopicPartition(topic, partition, start or OFFSET_BEGINNING)
-        consumer.assign([tp])
-        hwm = _watermark(consumer, topic, partition, deadline)
-        result.hwm = hwm
-        target = max(hwm or 0, (min_offset + 1) if min_offset is not None else 0)
-        result.target = target
-        stalled_since: float | None = None
-        next_offset: int | None = start if target <= start else None  # nothing to read: done at once
+        consumer.assign([TopicPartition(topic, p, start or OFFSET_BEGINNING) for p, start in sorted(starts.items())])
+        for p, pr in progress.items():
+            pr.result.hwm = hwm = _watermark(consumer, topic, p, deadline)
+            acked = wanted.get(p)
+            pr.target = pr.result.target = max(hwm or 0, (acked + 1) if acked is not None else 0)
+            pr.next_offset = pr.start if pr.target <= pr.start else None  # nothing to read: done at once
+
+        def reached(pr: _Progress) -> bool:
+            return pr.next_offset is not None and pr.next_offset >= pr.target
+
+        def hwm_moved(p: int, pr: _Progress) -> bool:
+            """A new HWM above the last one raises the target (True); else the partition is stalled."""
+            new_hwm = _watermark(consumer, topic, p, min(deadline, time.monotonic() + 2))
+            if new_hwm is None or (pr.result.hwm is not None and new_hwm <= pr.result.hwm):
+                return False
+            pr.result.hwm = new_hwm
+            pr.target = pr.result.target = max(pr.target, new_hwm)
+            pr.stalled_since = None
+            return True
+
         while time.monotonic() < deadline:
-            if next_offset is not None and next_offset >= target:
-                result.reached = True
-                result.stop = "reached"
+            for pr in progress.values():
+                if not pr.done and reached(pr):
+                    pr.done, pr.result.reached, pr.result.stop = True, True, "reached"
+            if all(pr.done for pr in progress.values()):
                 break
             msg = consumer.poll(0.2)
             if msg is None:
-                # The consumer reports the end of the log once, not on every poll: a stall that
-                # began at that end keeps counting while nothing arrives.
-                if stalled_since is not None and time.monotonic() - stalled_since >= settle_s:
-                    new_hwm = _watermark(consumer, topic, partition, min(deadline, time.monotonic() + 2))
-                    if new_hwm is None or (result.hwm is not None and new_hwm <= result.hwm):
-                        result.stop = "stalled"  # the rest is above the HWM: not readable, not coming
-                        break
-                    result.hwm = new_hwm
-                    target = max(target, new_hwm)
-                    result.target = target
-                    stalled_since = None
+                # The consumer reports the end of a partition's log once, not on every poll: a stall
+                # that began at that end keeps counting while nothing arrives.
+                for p, pr in progress.items():
+                    if not pr.done and pr.stalled_since is not None \
+                            and time.monotonic() - pr.stalled_since >= settle_s and not hwm_moved(p, pr):
+                        pr.done, pr.result.stop = True, "stalled"  # the rest is above the HWM: not coming
+                continue
+            p = msg.partition()
+            pr = progress.get(p)  # type: ignore[assignment]
+            if pr is None or pr.done:
                 continue
             err = msg.error()
             if err is not None:
                 if err.code() != KafkaError._PARTITION_EOF:
                     continue  # transient (leader moving, broker down): the consumer retries
                 eof = msg.offset()
-                next_offset = eof if next_offset is None else max(next_offset, eof)
-                if next_offset >= target:
-                    continue  # top of loop marks it reached
+                pr.next_offset = eof if pr.next_offset is None else max(pr.next_offset, eof)
+                if reached(pr):
+                    continue  # the top of the loop marks it reached
                 # At the end of the log short of the target: has the HWM moved?
-                new_hwm = _watermark(consumer, topic, partition, min(deadline, time.monotonic() + 2))
-                if new_hwm is not None and (result.hwm is None or new_hwm > result.hwm):
-                    result.hwm = new_hwm
-                    target = max(target, new_hwm)
-                    result.target = target
-                    stalled_since = None
-                elif stalled_since is None:
-                    stalled_since = time.monotonic()
-                elif time.monotonic() - stalled_since >= settle_s:
-                    result.stop = "stalled"  # the rest is above the HWM: not readable, not coming
-                    break
+                if hwm_moved(p, pr):
+                    continue
+                if pr.stalled_since is None:
+                    pr.stalled_since = time.monotonic()
+                elif time.monotonic() - pr.stalled_since >= settle_s:
+                    pr.done, pr.result.stop = True, "stalled"
                 continue
-            stalled_since = None
+            pr.stalled_since = None
             offset = msg.offset()
             raw = msg.value()
             value = raw.decode("utf-8", errors="replace") if raw is not None else ""
-            next_offset = offset + 1
+            pr.next_offset = offset + 1
             if skip is not None and skip(value):
-                result.skipped += 1
+                pr.result.skipped += 1
                 continue
-            result.records.append(DrainedRecord(offset, value))
+            pr.result.records.append(DrainedRecord(offset, value))
             if history is not None:
-                history.record("consume", partition=partition, offset=offset, value=value, reader=reader)
-        result.next_offset = next_offset if next_offset is not None else start
-        result.reached = result.reached or (next_offset is not None and next_offset >= target)
-        return result
+                history.record("consume", partition=p, offset=offset, value=value, reader=reader)
+        for pr in progress.values():
+            pr.result.next_offset = pr.next_offset if pr.next_offset is not None else pr.start
+            pr.result.reached = pr.result.reached or reached(pr)
+        return {p: pr.result for p, pr in progress.items()}
     finally:
-        result.elapsed_s = time.monotonic() - t0
+        elapsed = time.monotonic() - t0
+        for pr in progress.values():
+            pr.result.elapsed_s = elapsed
         consumer.close()
 
 

@@ -113,6 +113,7 @@ class ProducerStats:
 class _Pending:
     ident: int
     value: str
+    partition: int
 
 
 class SendSchedule:
@@ -143,7 +144,9 @@ class SendSchedule:
 
 
 class BackgroundProducer:
-    """Writes ``rate`` unique records/s to ``topic``/``partition`` on a thread, recording each send.
+    """Writes ``rate`` unique records/s to ``topic``/``partition`` on a thread, recording each send;
+    with ``partitions`` N > 1, the k-th send goes to partition k mod N (a topic's every partition
+    under load, as a scenario's own produce steps spread them).
 
     ``bootstrap_servers``: every broker (``cluster.bootstrap_servers``), so any live one answers.
     ``max_in_flight``: sends without a completion yet; at the bound the schedule waits (and sends
@@ -153,7 +156,7 @@ class BackgroundProducer:
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, history: History | None, *, rate: float,
-                 partition: int = 0, acks: Acks = "all", idempotence: bool = False,
+                 partition: int = 0, partitions: int = 1, acks: Acks = "all", idempotence: bool = False,
                  retries: int | None = None, max_in_flight: int = 1000,
                  request_timeout_s: float = 5.0, message_timeout_s: float = 10.0,
                  max_lag_s: float = 1.0, value_prefix: str = "bg",
@@ -167,7 +170,10 @@ class BackgroundProducer:
         if idempotence and retries == 0:
             raise ValueError("idempotence needs retries >= 1 (librdkafka refuses 0)")
         self.topic = topic
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
         self.partition = partition
+        self.partitions = partitions
         self.acks: Acks = acks
         self.rate = float(rate)
         self.idempotence = idempotence
@@ -291,12 +297,13 @@ class BackgroundProducer:
     def _send(self, producer: Producer) -> None:
         ident = self._new_id()
         value = f"{self._prefix}{ident}"
-        self._record("invoke", ident, value, None, None)
+        partition = self.partition if self.partitions == 1 else self._stats.sent % self.partitions
+        self._record("invoke", ident, value, None, None, partition)  # before it can complete
         with self._lock:
             self._stats.sent += 1
-            self._pending[ident] = _Pending(ident, value)
+            self._pending[ident] = _Pending(ident, value, partition)
         try:
-            producer.produce(self.topic, value=value.encode(), partition=self.partition,
+            producer.produce(self.topic, value=value.encode(), partition=partition,
                              on_delivery=lambda err, msg: self._delivered(ident, err, msg))
         except BufferError:  # local queue full: never enqueued
             self._complete(ident, None, None, "_QUEUE_FULL")
@@ -332,7 +339,7 @@ class BackgroundProducer:
                 self._stats.indeterminate[error.lstrip("_")] += 1
                 op = "info"
         self._record(op, ident, pending.value, offset, error.lstrip("_") if error else None,
-                     partition if partition is not None else self.partition)
+                     partition if partition is not None else pending.partition)
 
     def _finish(self, producer: Producer, timeout: float | None = None) -> None:
         """Wait for outstanding deliveries, purge the rest, and complete anything left as info."""

@@ -13,7 +13,7 @@ from pytest_elr.faults import Faults
 from pytest_elr.sut import ClusterClient, KafkaCluster
 from pytest_elr.sut.client import random_topic
 from pytest_elr.sut.polling import await_value
-from pytest_elr.workload import BackgroundProducer, drain
+from pytest_elr.workload import BackgroundProducer, drain, drain_partitions
 
 pytestmark = pytest.mark.docker
 
@@ -195,3 +195,29 @@ def test_drain_stops_at_the_hwm_when_the_target_is_out_of_reach(cluster: KafkaCl
     result = drain(cluster.bootstrap_servers, topic, None, min_offset=1000, timeout_s=120, skip=None)
     assert [r.value for r in result.records] == ["a", "b", "c"]
     assert not result.reached and result.stop == "stalled" and result.hwm == 3
+
+
+def test_a_spread_producer_and_one_consumer_read_every_partition(cluster: KafkaCluster, client: ClusterClient,
+                                                                 tmp_path: Path) -> None:
+    """``partitions=3``: the k-th send goes to partition k mod 3, and ``drain_partitions`` reads the
+    three with one consumer, each up to its own target; a partition whose acknowledged offset is out
+    of reach stops stalled while the others are reached."""
+    topic = random_topic("wl")
+    client.create_topic(topic, {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]}, min_insync_replicas=2)
+    history = History.create(tmp_path, scenario="workload-spread", backend="kafka", topic=topic)
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, history, rate=100, partitions=3).start()
+    try:
+        await_value(producer.stats, lambda s: s.acked >= 60, timeout_s=20, what="acks")
+    finally:
+        producer.stop()
+    history.close("passed")
+    invokes = [e for e in _produces(history) if e["op"] == "invoke"]
+    assert [e["partition"] for e in invokes] == [k % 3 for k in range(len(invokes))]
+    acked = {(e["partition"], e["value"]): e["offset"] for e in _produces(history) if e["op"] == "ok"}
+    assert {p for p, _ in acked} == {0, 1, 2}
+    results = drain_partitions(cluster.bootstrap_servers, topic, None, {0: 0, 1: 0, 2: 0},
+                               min_offsets={1: 10_000}, timeout_s=60, skip=None)
+    read = {(p, r.value): r.offset for p, result in results.items() for r in result.records}
+    assert {k: read.get(k) for k in acked} == acked  # every ack read, in its partition, at its offset
+    assert results[0].reached and results[2].reached and results[0].stop == "reached"
+    assert not results[1].reached and results[1].stop == "stalled"  # offset 10,000 is out of reach
