@@ -659,3 +659,17 @@ def test_a_restart_s_evidence_completes_the_cut_of_its_own_partition(tmp_path: P
     ex._keep_loss(LossEvidence(1, 9, 7, leo_restart=6, partition=0), Restart(broker=1), ctx)
     assert [(x.partition, x.leo_restart) for x in ex.losses] == [(0, 6), (1, None), (2, 7)]
     assert len(ctx.losses) == 3  # the step's lossy faults: the cuts only
+
+
+def test_rejections_are_counted_on_every_partition_of_the_topic_and_no_other_topic() -> None:
+    """``rejected:`` on Kafka reads the controllers' log lines; the model counts the rejections of
+    every partition, so the lines of partition 3 count too -- and those of a topic whose name only
+    begins like this one's do not."""
+    from pytest_elr.backends.kafka import count_rejections
+    line = ("[2026-11-27 07:40:00,000] INFO [QuorumController id=3000] Rejecting AlterPartition request from node 1 "
+            "for {tp} because it specified ineligible replicas [2] in the new ISR [...]")
+    epoch = ("[2026-11-27 07:40:00,000] INFO [QuorumController id=3000] Rejecting AlterPartition request from node 1 "
+             "for {tp} because the current partition epoch is 7, not 6.")
+    lines = [line.format(tp="elr-t-0"), line.format(tp="elr-t-3"), epoch.format(tp="elr-t-12"),
+             line.format(tp="elr-t-x-0"), "Rejecting nothing for elr-t-1 because"]
+    assert count_rejections(lines, "elr-t") == {"INELIGIBLE_REPLICA": 2, "INVALID_UPDATE_VERSION": 1}

@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import lru_cache, singledispatchmethod
 from typing import Any, ClassVar, cast
@@ -116,6 +117,19 @@ _REJECTIONS = {
     "INELIGIBLE_REPLICA": "because it specified ineligible replicas",
     "INVALID_UPDATE_VERSION": "because the current partition epoch is",
 }
+
+
+def count_rejections(lines: Iterable[str], topic: str) -> dict[str, int]:
+    """The AlterPartition rejections among a controller's log ``lines`` of any partition of
+    ``topic`` (the model counts every partition's), by error code. Kafka's line:
+    "Rejecting AlterPartition request from node 1 for <topic>-<p> because ..."."""
+    counts = dict.fromkeys(_REJECTIONS, 0)
+    marker = re.compile(rf" for {re.escape(topic)}-\d+ ")
+    for line in lines:
+        if "Rejecting AlterPartition" in line and marker.search(line):
+            for code, text in _REJECTIONS.items():
+                counts[code] += text in line
+    return counts
 
 
 def dist_from_env() -> KafkaDist | None:
@@ -886,15 +900,9 @@ class KafkaBackend(Backend):
         return new
 
     def _rejection_count(self) -> dict[str, int]:
-        """AlterPartition rejections of this scenario's partition the controllers have logged."""
-        counts = dict.fromkeys(_REJECTIONS, 0)
-        marker = f" for {self.topic}-0 "
-        for controller in self._controllers:
-            for line in self.cluster.logs(controller, lines=3000).splitlines():
-                if "Rejecting AlterPartition" in line and marker in line:
-                    for code, text in _REJECTIONS.items():
-                        counts[code] += text in line
-        return counts
+        """AlterPartition rejections of this scenario's partitions the controllers have logged."""
+        lines = (line for c in self._controllers for line in self.cluster.logs(c, lines=3000).splitlines())
+        return count_rejections(lines, self.topic)
 
     def drain(self) -> Read:
         return self.drain_partitions()[0]
