@@ -59,6 +59,8 @@ COMMANDS: dict[str, Command] = {
                                "Kafka on the FUSE layer vs a plain dir; power off"),
     "bench kafka-agents": Command("pytest_elr.schedule.bench_kafka_agents:main",
                                   "cluster start with JaCoCo or a planted mutant vs plain"),
+    "bench reads": Command("pytest_elr.workload.bench:main",
+                           "a topic of many partitions: one DescribeTopicPartitions; one consumer vs one each"),
     "bench lazyfs": Command("pytest_elr.lazyfs.bench:main", "fsync'd appends: the FUSE layer vs a plain directory"),
 }
 
