@@ -202,18 +202,24 @@ class KafkaNode:
         """A ``kafka-ctl`` command that answers JSON, its reply kept in a file in the container.
 
         Docker can lose the output of a short exec under load (seen: exit 0, empty output, on a
-        power off that had happened), so the reply is read back from the file, which is
-        idempotent, instead of trusting the exec's stream.
+        power off that had happened; and, at load 30, a 50-partition ``fs-stats`` reply whose head
+        was missing), so the reply is read back from the file, which is idempotent, instead of
+        trusting the exec's stream, and read again until it is whole JSON.
         """
         path = f"/run/kafka/reply-{secrets.token_hex(4)}.json"
         self.exec("bash", "-c", f'/opt/elr/bin/kafka-ctl "$@" > {path}', "kafka-ctl", *args)
+        seen = "no reply"
         try:
             for _ in range(5):
                 out = self.exec("cat", path)[1].strip()
-                if out:
+                if not out:
+                    continue
+                try:
                     reply: dict[str, Any] = json.loads(out)
                     return reply
-            raise NodeCommandError(f"{self.name}: `kafka-ctl {' '.join(args)}` left no reply in {path}")
+                except json.JSONDecodeError as exc:
+                    seen = f"no whole JSON ({exc}; {len(out)} characters read)"
+            raise NodeCommandError(f"{self.name}: `kafka-ctl {' '.join(args)}` left {seen} in {path}")
         finally:
             self.exec("rm", "-f", path, check=False)
 

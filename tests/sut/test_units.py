@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -26,7 +27,8 @@ from pytest_elr.sut import (
     resources,
 )
 from pytest_elr.sut.config import Topology
-from pytest_elr.sut.node import without_ryuk
+from pytest_elr.sut.errors import NodeCommandError
+from pytest_elr.sut.node import KafkaNode, without_ryuk
 from pytest_elr.sut.polling import await_value, poll
 from pytest_elr.sut.produce import crc32c, record_batch
 from pytest_elr.sut.wire import Reader, Writer
@@ -535,3 +537,29 @@ def test_an_older_record_of_the_same_state_is_not_taken_for_the_partitions_epoch
                                                     "adding": None, "removing": None}  # epoch 5: not yet known
     assert backend._registration(state(()), {})["partition_epoch"] == 10  # read again: the new record
     assert not answers
+
+
+class _Replies:
+    """A container whose ``cat`` of the reply file first loses the head of its output (as Docker's
+    exec stream did at load 30), then gives it whole."""
+
+    def __init__(self, reads: list[str]) -> None:
+        self.reads = reads
+
+    def exec_run(self, cmd: list[str], demux: bool = False, environment: object = None) -> object:
+        out = self.reads.pop(0) if cmd[0] == "cat" else ""
+        return type("Result", (), {"exit_code": 0, "output": out.encode()})()
+
+
+def _node_with(container: _Replies) -> KafkaNode:
+    node = object.__new__(KafkaNode)
+    node._tc = type("Wrapper", (), {"get_wrapped_container": lambda self: container})()  # type: ignore[assignment]
+    node.spec = type("Spec", (), {"name": "broker-0"})()  # type: ignore[assignment]
+    return node
+
+
+def test_a_ctl_reply_read_without_its_head_is_read_again() -> None:
+    whole = '{"files": [{"path": "t-0/0.log", "unsynced_bytes": 7}], "total": 7}'
+    assert _node_with(_Replies(["", whole[20:], whole])).ctl_json("fs-stats") == json.loads(whole)
+    with pytest.raises(NodeCommandError, match="left no whole JSON"):
+        _node_with(_Replies([whole[20:]] * 5)).ctl_json("fs-stats")
