@@ -605,14 +605,22 @@ def test_not_planted_only_when_no_read_names_the_mutant(monkeypatch: pytest.Monk
     assert km.plant_status(THE_ID, "no-start", {}, {}) == "no-start"
 
 
-def test_a_nodes_plant_report_survives_a_lost_exec_output_and_a_paused_container() -> None:
+def test_a_nodes_plant_report_survives_a_lost_exec_output_and_a_paused_container(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Docker can lose a short exec's output under load (exit 0, nothing): read again, not taken as
-    "no report". A paused container cannot be asked (the final read, after healing, asks again)."""
+    "no report". A paused container cannot be asked (the final read, after healing, asks again).
+    The node's command runs for real here (a local shell, the report file in ``tmp_path``)."""
     import docker.errors
 
-    from pytest_elr.sut.node import PLANTED_END, KafkaNode
+    import pytest_elr.sut.node as node_module
+    from pytest_elr.sut.node import KafkaNode
+
+    report = tmp_path / "elr-mutant.planted"
+    monkeypatch.setattr(node_module, "PLANTED_FILE", str(report))
 
     def node(replies: list[Any]) -> Any:
+        """``replies``: per exec, "run" (the command, in a local shell), "lost" (exit 0, no output)
+        or an exception."""
         n = KafkaNode.__new__(KafkaNode)
         asked: list[list[str]] = []
 
@@ -621,7 +629,10 @@ def test_a_nodes_plant_report_survives_a_lost_exec_output_and_a_paused_container
             reply = replies.pop(0)
             if isinstance(reply, Exception):
                 raise reply
-            return SimpleNamespace(exit_code=0, output=reply.encode())
+            if reply == "lost":
+                return SimpleNamespace(exit_code=0, output=b"")
+            p = subprocess.run(cmd, capture_output=True)
+            return SimpleNamespace(exit_code=p.returncode, output=p.stdout + p.stderr)
 
         container = SimpleNamespace(exec_run=exec_run)
         n._tc = SimpleNamespace(get_wrapped_container=lambda: container)
@@ -629,11 +640,13 @@ def test_a_nodes_plant_report_survives_a_lost_exec_output_and_a_paused_container
         n.asked = asked
         return n
 
-    lost_once = node(["", f"{THE_ID}\n{PLANTED_END}\n"])
+    assert node(["run"]).planted_mutant() is None  # no report: the class never loaded there
+    report.write_text(THE_ID + "\n")  # what the agent writes
+    assert node(["run"]).planted_mutant() == THE_ID
+    lost_once = node(["lost", "run"])
     assert lost_once.planted_mutant() == THE_ID and len(lost_once.asked) == 2
-    assert node([f"{PLANTED_END}\n"]).planted_mutant() is None  # no report: the class never loaded there
     assert node([docker.errors.APIError("409 Conflict: container is paused")]).planted_mutant() is None
-    assert node([""] * 5).planted_mutant() is None  # nothing readable: not a report
+    assert node(["lost"] * 5).planted_mutant() is None  # nothing readable: not a report
 
 
 # ---------------------------------------------------------------------------------- controls

@@ -56,7 +56,7 @@ from pytest_elr.sut.toxiproxy import ProxySpec, ToxiproxyClient
 
 RYUK_ENV = "TESTCONTAINERS_RYUK_DISABLED"
 #: the end of a reply to "what did the mutation agent plant" (``KafkaNode.planted_mutant``)
-PLANTED_END = "#elr-planted-end"
+PLANTED_END = "ELR-PLANTED-END"
 _ryuk_setting = threading.RLock()  # one scope at a time changes testcontainers' global setting
 
 
@@ -316,7 +316,8 @@ class KafkaNode:
         reply without it is asked again."""
         for _ in range(5):
             try:
-                _, out = self.exec("sh", "-c", f"cat {PLANTED_FILE} 2>/dev/null; echo {PLANTED_END}", check=False)
+                _, out = self.exec("sh", "-c", f'cat "$1" 2>/dev/null; echo {PLANTED_END}', "planted", PLANTED_FILE,
+                                   check=False)
             except docker.errors.APIError:
                 return None
             if PLANTED_END in out:
