@@ -380,7 +380,9 @@ def controls_of(paths: Iterable[Path]) -> list[dict[str, Any]]:
 def control_cost(results: dict[str, dict[str, Any]], controls: Sequence[dict[str, Any]]) -> str:
     """What the controls cost the kills they judged."""
     judged = [r for r in results.values() if r.get("control")]
-    unjudged = sum(1 for r in results.values() if r["status"] == "killed" and not r.get("control"))
+    # (Kafka's unit tests grade against their own unmutated run: ``kafka_unit_tests``' baseline)
+    unjudged = sum(1 for r in results.values() if r["status"] == "killed" and not r.get("control")
+                   and r.get("grader") is None)
     spent = sum(float(c.get("seconds") or 0) for c in controls)
     line = (f"controls: {len(controls)} unmutated runs, {spent:.0f} s in all, judged {len(judged)} kills"
             + (f" ({spent / len(judged):.1f} s a kill)" if judged else ""))
@@ -631,7 +633,7 @@ def summary(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, in
         lines.append("control failed (the scenario that failed under the mutant failed unmutated too: no kill; "
                      "grade again with --retry 'control failed'):")
         lines += [f"  {Mutant(**{k: r[k] for k in Mutant.__dataclass_fields__}).in_words()}  [{r['id']}]: "
-                  f"{r['by'].get('scenario')} at {r['by'].get('at')}; {control_words(r['control'])}"
+                  f"{r['by'].get('scenario')} at {r['by'].get('at') or 'an error'}; {control_words(r['control'])}"
                   for r in sorted(unjudged, key=lambda r: (r["class_name"], r["line"], r["id"]))]
     return lines, dict(counts)
 
