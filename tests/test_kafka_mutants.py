@@ -114,9 +114,28 @@ def test_a_run_tells_only_when_it_ends_otherwise_than_on_the_real_release() -> N
 def fake_child(mutant: km.Mutant, runs: Any, version: str, history: Path, timeout_s: float) -> dict[str, Any]:
     """What a child would report, as a function of the id alone."""
     status = ("killed", "survived", "no-start")[mutant.line % 3]
-    by = {"scenario": runs[0]["scenario_file"], "profile": "kafka", "failures": ["step a: elr"]} \
-        if status == "killed" else None
+    by = {"scenario": runs[0]["scenario_file"], "scenario_file": runs[0]["scenario_file"], "profile": "kafka",
+          "at": "a", "failures": ["step a: elr"]} if status == "killed" else None
     return {"status": status, "runs_tried": len(runs), **({"by": by} if by else {})}
+
+
+def passing_control(run: dict[str, Any], version: str, history: Path, timeout_s: float) -> dict[str, Any]:
+    """The unmutated run of any scenario ends as on the release."""
+    return {"passed": True, "at": None, "failures": [], "seconds": 30.0}
+
+
+def slow_fails_unmutated(run: dict[str, Any], version: str, history: Path, timeout_s: float) -> dict[str, Any]:
+    """slow.elr.yaml fails without any mutant (at the step its kills name); fast.elr.yaml passes."""
+    if run["scenario_file"] == "slow.elr.yaml":
+        return {"passed": False, "at": "a", "kind": "check", "failures": ["step a: elr"], "message": "step a: elr",
+                "seconds": 90.0}
+    return passing_control(run, version, history, timeout_s)
+
+
+@pytest.fixture(autouse=True)
+def no_real_control(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill's control is a real cluster run: here every unmutated run passes unless a test says otherwise."""
+    monkeypatch.setattr(km, "_control", passing_control)
 
 
 @pytest.fixture
@@ -140,6 +159,7 @@ def test_covering_runs_fastest_first(index: km.CoverageIndex) -> None:
 def test_two_shards_merge_into_the_table_of_one_unsharded_run(tmp_path: Path, index: km.CoverageIndex,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(km, "_child", fake_child)
+    monkeypatch.setattr(km, "_control", slow_fails_unmutated)  # some kills stand, some are "control failed"
     mutants = [mutant("m", line, index=i) for line in range(1, 40) for i in range(2)]
     km.run_campaign(mutants, index, tmp_path / "one", budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
     km.run_campaign(mutants, index, tmp_path / "a", budget_s=1e9, shard=(1, 2), mutant_timeout_s=60)
@@ -148,6 +168,14 @@ def test_two_shards_merge_into_the_table_of_one_unsharded_run(tmp_path: Path, in
     merged = km.results_of([tmp_path / "a", tmp_path / "b"])
     assert len(one) == len(mutants) and set(one) == set(merged)
     assert km.summary(one)[0] == km.summary(merged)[0]
+    counts = km.summary(merged)[1]
+    # kills by slow.elr.yaml (lines 3..18, which fast.elr.yaml does not cover) are not kills
+    assert counts["control failed"] == 2 * 6 and counts["killed"] == 2 * 7
+    assert f"killed 14 of {14 + counts['survived']} planted and graded" in "\n".join(km.summary(merged)[0])
+    # each shard ran its own controls, once per scenario
+    assert [c["scenario"] for c in km.controls_of([tmp_path / "one"])] == ["slow.elr.yaml", "fast.elr.yaml"]
+    assert sorted(c["scenario"] for c in km.controls_of([tmp_path / "a", tmp_path / "b"])) == \
+        ["fast.elr.yaml", "fast.elr.yaml", "slow.elr.yaml", "slow.elr.yaml"]
     strip = ("seconds", "shard")
     assert [{k: v for k, v in one[i].items() if k not in strip} for i in sorted(one)] == \
         [{k: v for k, v in merged[i].items() if k not in strip} for i in sorted(merged)]
@@ -435,6 +463,9 @@ def test_a_run_that_breaks_under_the_mutant_kills_it_with_the_error(monkeypatch:
     the_id = "org.example.P#m()V:1:NEGATE_CONDITIONALS:0"
 
     class Pool:
+        def clusters(self) -> list[Any]:
+            return []
+
         def close(self) -> None:
             pass
 
@@ -493,3 +524,246 @@ def test_run_refuses_a_coverage_whose_scenario_files_are_not_there(
     assert km.run_main(["--coverage", str(tmp_path), "--out", str(tmp_path / "c"), "--parallel", "1"]) == 2
     err = capsys.readouterr().err
     assert str(lines) in err and "/work/wt-gone/scenarios/gone.elr.yaml" in err
+
+
+# ---------------------------------------------------------------------------------- the plant report
+
+
+THE_ID = "org.example.P#m()V:1:NEGATE_CONDITIONALS:0"
+
+
+def fake_run_one(monkeypatch: pytest.MonkeyPatch, read_at_run_end: dict[str, str],
+                 read_after: dict[str, str] | None, passed: bool = False) -> None:
+    """``run_one``'s collaborators: a run that fails at step ``b`` (or passes), a backend whose read at
+    the run's end found ``read_at_run_end``, and a pool whose cluster answers ``read_after`` later
+    (None: the cluster was evicted, the pool is empty)."""
+    import pytest_elr.backends.kafka as kafka_backend
+    import pytest_elr.scenario.executor as executor
+    import pytest_elr.scenario.loader as loader
+    from pytest_elr.sut.instrument import COVERAGE_ENV, MUTANT_ENV
+
+    class Cluster:
+        def planted_mutants(self) -> dict[str, str]:
+            assert read_after is not None
+            return read_after
+
+    class Pool:
+        closed = False
+
+        def clusters(self) -> list[Any]:
+            assert not self.closed, "read after the pool removed its clusters"
+            return [Cluster()] if read_after is not None else []
+
+        def close(self) -> None:
+            self.closed = True
+
+    class Backend:
+        @staticmethod
+        def new_session() -> Pool:
+            return Pool()
+
+        def __init__(self, **kwargs: Any) -> None:
+            self.planted_mutants = dict(read_at_run_end)
+
+    monkeypatch.setattr(kafka_backend, "KafkaBackend", Backend)
+    monkeypatch.setattr(executor, "run_scenario",
+                        lambda *a, **k: result(passed, () if passed else (Failure("b", "isr"),), "step b: isr"))
+    monkeypatch.setattr(loader, "load_scenario", lambda path: scenario_with())
+    for env in (MUTANT_ENV, COVERAGE_ENV, kafka_backend.START_TIMEOUT_ENV):  # run_one sets them: restored after
+        monkeypatch.setenv(env, "")
+
+
+def test_a_plant_report_read_only_after_the_runs_still_counts(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """Stop 41's ``validateAlterPartitionData`` 1298 row: its run failed at the step and fields of
+    its planted neighbours, but the read at the run's end found no report (``c1000: ""``), and the
+    mutant was "not planted". The final read, after the runs, decides: it finds the report."""
+    fake_run_one(monkeypatch, {"c1000": ""}, {"c1000": THE_ID})
+    out = km.run_one(THE_ID, [{"scenario_file": "s.elr.yaml", "profile": "kafka"}], "4.4.0", tmp_path)
+    assert out["status"] == "killed" and out["by"]["at"] == "b", out
+    assert out["planted"] == {"c1000": THE_ID} and out["planted_final"] == {"c1000": THE_ID}
+    # a survivor too
+    fake_run_one(monkeypatch, {}, {"c1000": THE_ID}, passed=True)
+    assert km.run_one(THE_ID, [{"scenario_file": "s.elr.yaml", "profile": "kafka"}], "4.4.0",
+                      tmp_path)["status"] == "survived"
+
+
+def test_not_planted_only_when_no_read_names_the_mutant(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    runs = [{"scenario_file": "s.elr.yaml", "profile": "kafka"}]
+    # the agent said the site is missing, at the run's end and after: not planted, its words kept
+    fake_run_one(monkeypatch, {"c1000": f"missing: {THE_ID}"}, {"c1000": f"missing: {THE_ID}"})
+    out = km.run_one(THE_ID, runs, "4.4.0", tmp_path)
+    assert out["status"] == "not planted" and out["planted"] == {"c1000": f"missing: {THE_ID}"}
+    # no cluster left for a final read (evicted): the run's own read stands, either way
+    fake_run_one(monkeypatch, {"c1000": THE_ID}, None)
+    assert km.run_one(THE_ID, runs, "4.4.0", tmp_path)["status"] == "killed"
+    fake_run_one(monkeypatch, {"c1000": ""}, None)
+    assert km.run_one(THE_ID, runs, "4.4.0", tmp_path)["status"] == "not planted"
+    # the classification itself
+    assert km.plant_status(THE_ID, "killed", {}, {"c1001": THE_ID}) == "killed"
+    assert km.plant_status(THE_ID, "survived", {"b0": "", "c1000": "failed: x"}, {}) == "not planted"
+    assert km.plant_status(THE_ID, "no-start", {}, {}) == "no-start"
+
+
+def test_a_nodes_plant_report_survives_a_lost_exec_output_and_a_paused_container(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker can lose a short exec's output under load (exit 0, nothing): read again, not taken as
+    "no report". A paused container cannot be asked (the final read, after healing, asks again).
+    The node's command runs for real here (a local shell, the report file in ``tmp_path``)."""
+    import docker.errors
+
+    import pytest_elr.sut.node as node_module
+    from pytest_elr.sut.node import KafkaNode
+
+    report = tmp_path / "elr-mutant.planted"
+    monkeypatch.setattr(node_module, "PLANTED_FILE", str(report))
+
+    def node(replies: list[Any]) -> Any:
+        """``replies``: per exec, "run" (the command, in a local shell), "lost" (exit 0, no output)
+        or an exception."""
+        n = KafkaNode.__new__(KafkaNode)
+        asked: list[list[str]] = []
+
+        def exec_run(cmd: list[str], demux: bool = False, environment: Any = None) -> Any:
+            asked.append(cmd)
+            reply = replies.pop(0)
+            if isinstance(reply, Exception):
+                raise reply
+            if reply == "lost":
+                return SimpleNamespace(exit_code=0, output=b"")
+            p = subprocess.run(cmd, capture_output=True)
+            return SimpleNamespace(exit_code=p.returncode, output=p.stdout + p.stderr)
+
+        container = SimpleNamespace(exec_run=exec_run)
+        n._tc = SimpleNamespace(get_wrapped_container=lambda: container)
+        n.spec = SimpleNamespace(name="c1000")
+        n.asked = asked
+        return n
+
+    assert node(["run"]).planted_mutant() is None  # no report: the class never loaded there
+    report.write_text(THE_ID + "\n")  # what the agent writes
+    assert node(["run"]).planted_mutant() == THE_ID
+    lost_once = node(["lost", "run"])
+    assert lost_once.planted_mutant() == THE_ID and len(lost_once.asked) == 2
+    assert node([docker.errors.APIError("409 Conflict: container is paused")]).planted_mutant() is None
+    assert node(["lost"] * 5).planted_mutant() is None  # nothing readable: not a report
+
+
+# ---------------------------------------------------------------------------------- controls
+
+
+def test_a_kill_whose_control_fails_is_no_kill() -> None:
+    killed = {"status": "killed", "by": {"scenario": "s", "profile": "kafka", "at": "heartbeats-delivered",
+                                         "failures": ["step heartbeats-delivered: isr"]}}
+    control = {"scenario": "s", "profile": "kafka", "passed": True, "at": None, "failures": [], "seconds": 31.5}
+    row = km.judged_by_control(killed, control)
+    assert row["status"] == "killed"
+    assert row["control"] == {"scenario": "s", "profile": "kafka", "passed": True, "at": None, "seconds": 31.5,
+                              "same_step": False}
+    # failed at the kill's step: the same failure with or without the mutant
+    same = km.judged_by_control(killed, {**control, "passed": False, "at": "heartbeats-delivered",
+                                         "failures": ["step heartbeats-delivered: isr"], "message": "isr"})
+    assert same["status"] == "control failed" and same["control"]["same_step"] is True
+    assert same["control"]["failures"] == ["step heartbeats-delivered: isr"]
+    # failed elsewhere (or could not finish): not a kill either
+    elsewhere = km.judged_by_control(killed, {**control, "passed": False, "at": "T1", "message": "T1: leader"})
+    assert elsewhere["status"] == "control failed" and elsewhere["control"]["same_step"] is False
+    error = km.judged_by_control(killed, {**control, "passed": False, "at": None, "message": "no leader"})
+    assert error["status"] == "control failed"
+    assert km.control_words(same["control"]) == "control failed at heartbeats-delivered, the kill's step"
+    assert km.control_words(row["control"]) == "control passed (32 s)"
+
+
+def test_a_control_runs_once_per_scenario_in_a_campaign_and_a_resume_reuses_it(
+        tmp_path: Path, index: km.CoverageIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def counting(run: dict[str, Any], *args: Any) -> dict[str, Any]:
+        ran.append(run["scenario_file"])
+        return slow_fails_unmutated(run, *args)
+
+    monkeypatch.setattr(km, "_child", fake_child)
+    monkeypatch.setattr(km, "_control", counting)
+    kills = [mutant("m", line) for line in (3, 6, 9, 21, 24, 27)]  # 3-9 by slow, 21-27 by fast
+    km.run_campaign(kills[:4], index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    assert ran == ["slow.elr.yaml", "fast.elr.yaml"]
+    km.run_campaign(kills, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)  # resumed
+    assert ran == ["slow.elr.yaml", "fast.elr.yaml"]  # the campaign's controls, from its state
+    rows = km.results_of([tmp_path])
+    assert {rows[m.id]["status"] for m in kills[:3]} == {"control failed"}
+    assert {rows[m.id]["status"] for m in kills[3:]} == {"killed"}
+    assert rows[kills[0].id]["control"]["same_step"] is True and rows[kills[0].id]["control"]["seconds"] == 90.0
+    # survivors and no-starts have no control
+    km.run_campaign([mutant("m", 22), mutant("m", 23)], index, tmp_path, budget_s=1e9, shard=(1, 1),
+                    mutant_timeout_s=60)
+    assert ran == ["slow.elr.yaml", "fast.elr.yaml"]
+    assert not any(r.get("control") for r in km.results_of([tmp_path]).values() if r["status"] != "killed"
+                   and r["status"] != "control failed")
+    # --retry 'control failed': those mutants again, and their failed control with them (once)
+    km.run_campaign(kills, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"control failed"}))
+    assert ran == ["slow.elr.yaml", "fast.elr.yaml", "slow.elr.yaml"]
+    assert km.control_cost(km.results_of([tmp_path]), km.controls_of([tmp_path])) == \
+        "controls: 3 unmutated runs, 210 s in all, judged 6 kills (35.0 s a kill)"
+
+
+def test_mutants_at_once_killed_by_one_scenario_share_one_control(
+        tmp_path: Path, index: km.CoverageIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    all_in = threading.Barrier(3, timeout=30)  # the three kills reach the control together
+
+    def together(m: km.Mutant, *args: Any) -> dict[str, Any]:
+        all_in.wait()
+        return fake_child(m, *args)
+
+    def counting(run: dict[str, Any], *args: Any) -> dict[str, Any]:
+        ran.append(run["scenario_file"])
+        time.sleep(0.2)  # the others arrive while it runs: they wait for it, not run their own
+        return passing_control(run, *args)
+
+    monkeypatch.setattr(km, "_child", together)
+    monkeypatch.setattr(km, "_control", counting)
+    km.run_campaign([mutant("m", line) for line in (21, 24, 27)], index, tmp_path, budget_s=1e9, shard=(1, 1),
+                    mutant_timeout_s=60, parallel=3)
+    assert ran == ["fast.elr.yaml"]
+    assert {r["status"] for r in km.results_of([tmp_path]).values()} == {"killed"}
+
+
+def test_the_table_and_page_count_control_failures_apart(tmp_path: Path, index: km.CoverageIndex,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(km, "_child", fake_child)
+    monkeypatch.setattr(km, "_control", slow_fails_unmutated)
+    km.run_campaign([mutant("build", 3), mutant("build", 21), mutant("build", 22)], index, tmp_path,
+                    budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    results = km.results_of([tmp_path])
+    lines, counts = km.summary(results)
+    assert counts == {"control failed": 1, "killed": 1, "survived": 1}
+    assert lines[0].split() == ["method", "killed", "survived", "control-failed", "no-start", "timed-out",
+                                "not-planted", "uncovered"]
+    assert lines[1].split() == ["PartitionChangeBuilder.build", "1", "1", "1", "0", "0", "0", "0"]
+    assert "killed 1 of 2 planted and graded (50%); no-start 0, control failed 1," in lines[2]
+    assert lines[lines.index(next(ln for ln in lines if ln.startswith("control failed ("))) + 1].endswith(
+        "slow.elr.yaml at a; control failed at a, the kill's step")
+    page = km.html_page(results, "t", km.controls_of([tmp_path]))
+    assert "<tr class='control-failed'><td>PartitionChangeBuilder.build</td><td>3</td>" in page
+    assert "<td>control failed</td><td>slow.elr.yaml [kafka]: step a: elr -- control failed at a, " in page
+    assert "controls: 2 unmutated runs, 120 s in all, judged 2 kills (60.0 s a kill)" in page
+    assert km.report_main([str(tmp_path), "--html", str(tmp_path / "c.html")]) == 0
+    assert "control-failed" in (tmp_path / "c.html").read_text()
+
+
+def test_a_control_child_that_fails_or_hangs_is_a_failed_control(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()  # the real _control, its child a stand-in
+    run = {"scenario_file": "s.elr.yaml", "profile": "kafka"}
+    script = "import json, sys; spec = json.loads(sys.argv[1]); print(json.dumps({'passed': True, 'at': None, " \
+             "'failures': [], 'run': spec['control']}))"
+    monkeypatch.setattr(km, "child_command", lambda spec: [sys.executable, "-c", script, spec])
+    ok = km._control(run, "4.4.0", tmp_path, timeout_s=60)
+    assert ok is not None and ok["passed"] is True and ok["run"] == run and ok["seconds"] >= 0
+    monkeypatch.setattr(km, "child_command", lambda spec: [sys.executable, "-c", "raise SystemExit('boom')"])
+    broke = km._control(run, "4.4.0", tmp_path, timeout_s=60)
+    assert broke is not None and broke["passed"] is False and "boom" in broke["message"]
+    monkeypatch.setattr(km, "child_command", lambda spec: [sys.executable, "-c", "import time; time.sleep(60)"])
+    hung = km._control(run, "4.4.0", tmp_path, timeout_s=1)
+    assert hung is not None and (hung["passed"], hung["kind"]) == (False, "timed out")

@@ -89,6 +89,19 @@ def test_an_evicted_cluster_is_closed_and_forgotten() -> None:
     assert pool.acquire("s", started) is not cluster
 
 
+def test_the_clusters_held_are_listed_idle_and_in_use_and_none_is_closed_by_asking() -> None:
+    """What ``kafka-mutants`` reads the agent's last plant report from, before ``close``."""
+    pool: ClusterPool[FakeCluster] = ClusterPool(size=2)
+    idle, busy = pool.acquire("a", started), pool.acquire("b", started)
+    pool.release(idle)
+    assert pool.clusters() == [idle, busy] and not idle.closed and not busy.closed
+    evicted = pool.acquire("c", started)
+    pool.evict(evicted)
+    assert evicted not in pool.clusters()
+    pool.close()
+    assert pool.clusters() == []
+
+
 def test_size_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ELR_POOL_SIZE", raising=False)
     assert ClusterPool().size == 2

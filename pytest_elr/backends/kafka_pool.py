@@ -68,6 +68,10 @@ class ClusterPool(Generic[C]):
                 del self._idle[shape]
         cluster.close()
 
+    def clusters(self) -> list[C]:
+        """Every cluster the pool holds now, idle or in use (none is closed by asking)."""
+        return list(self._idle.values()) + [c for _, c in self._busy.values()]
+
     def close(self) -> None:
         """Close every cluster, idle or not (the pool itself can be used again)."""
         clusters = list(self._idle.values()) + [c for _, c in self._busy.values()]

@@ -16,16 +16,22 @@ first, and stops at the first that does not end as it ends on the unmutated rele
 exactly its declared known failure). Each mutant ends as:
 
 - **killed**: by which run, and at which step and field, invariant or verdict (or the harness's
-  error, when the run could not finish);
+  error, when the run could not finish), and that run's scenario passed its **control** (below);
 - **survived**: every covering run ended as on the real release;
+- **control failed**: a run told, but its scenario, run unmutated on the same release and profile,
+  failed too (at the same step or elsewhere): no kill (counted apart, like no-start);
 - **no-start**: the cluster did not start (counted apart: the suite never ran);
 - **timed out**: it did not end within ``--mutant-timeout``;
-- **not planted**: its class never loaded, or the agent did not find the site (a harness problem).
+- **not planted**: its class never loaded, or the agent did not find the site (a harness problem),
+  by every read of the agent's report: each run's at its end, and a last one after the mutant's runs.
 
-Each mutant runs in a child process (its own cluster pool, a hard time limit); results are appended
-to ``CAMPAIGN/results-<shard>.jsonl`` as they come, so a stopped campaign resumes where it was, and
-shards (``--shard K/N``, by a hash of the id) split one campaign across machines. ``report`` merges
-every results file it is given into one table and an HTML page.
+A control runs once per scenario, profile and release in a campaign shard, the first time that
+scenario kills (:class:`Controls`, kept in ``CAMPAIGN/controls-<shard>.jsonl``); later kills by the
+same scenario reuse it. Each mutant (and each control) runs in a child process (its own cluster
+pool, a hard time limit); results are appended to ``CAMPAIGN/results-<shard>.jsonl`` as they come, so
+a stopped campaign resumes where it was, and shards (``--shard K/N``, by a hash of the id) split one
+campaign across machines. ``report`` merges every results file it is given into one table and an
+HTML page.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from pytest_elr.sut.capacity import cluster_slots
 #: A log line changes no state a client or the cluster can see: removing its call is equivalent by
 #: construction (PIT leaves logging calls out by default for the same reason).
 LOGGING_CALL = re.compile(r"^call of \w+\.(trace|debug|info|warn|error|maybeLogPartitionChange) removed$")
-STATUSES = ("killed", "survived", "no-start", "timed out", "not planted")
+STATUSES = ("killed", "survived", "control failed", "no-start", "timed out", "not planted")
 DEFAULT_MUTANT_TIMEOUT_S = 900.0
 #: a cluster that cannot start under a mutant is told apart quickly (a healthy one is ready in ~15 s)
 MUTANT_START_TIMEOUT_S = 60
@@ -195,7 +201,8 @@ def run_outcome(scenario: Any, version: str | None, result: Any) -> tuple[str, d
         return "pass", {}
     failures = [str(f) for f in other or []]
     kind = "check" if failures else "error"
-    return "killed", {"kind": kind, "failures": failures, "message": result.message.strip()[:1500]}
+    at = next((f.step for f in other or []), None)
+    return "killed", {"kind": kind, "at": at, "failures": failures, "message": result.message.strip()[:1500]}
 
 
 def run_one(mutant_id: str, runs: Sequence[dict[str, Any]], version: str, history_root: Path) -> dict[str, Any]:
@@ -234,12 +241,154 @@ def run_one(mutant_id: str, runs: Sequence[dict[str, Any]], version: str, histor
             # what a mutant cut off by its time limit had shown so far (``_child``)
             print(json.dumps({"progress": out["runs_tried"], "of": len(runs)}), flush=True)
     finally:
+        # The mutant's last word on planting: read again after its runs, from the clusters still
+        # here (healed by their last run), before they go.
+        final = final_plant_read(pool)
         pool.close()
-    out["planted"] = planted
-    if out["status"] != "no-start" and not any(v == mutant_id for v in planted.values()):
-        # Killed or not, a mutant whose code never ran proves nothing about the suite.
-        out["status"] = "not planted"
+    out["planted"] = {**planted, **final}
+    out["planted_final"] = final
+    out["status"] = plant_status(mutant_id, out["status"], planted, final)
     return out
+
+
+def final_plant_read(pool: Any) -> dict[str, str]:
+    """What the agent reported, per node of every cluster the pool still holds (nodes without a
+    report left out); a cluster that cannot answer is skipped (its runs' reads stand)."""
+    found: dict[str, str] = {}
+    for cluster in pool.clusters():
+        try:
+            found.update({k: v for k, v in cluster.planted_mutants().items() if v})
+        except Exception:  # a cluster broken by the mutant: nothing more to read from it
+            continue
+    return found
+
+
+def plant_status(mutant_id: str, status: str, during_runs: dict[str, str], final: dict[str, str]) -> str:
+    """``status``, or ``not planted`` when no read names the mutant: neither the read at each run's
+    end nor the final one after the mutant's runs (``final_plant_read``). A run's own read can miss
+    a report the final read finds (seen: a JVM's report not read at the run's end, under load)."""
+    if status == "no-start":
+        return status
+    if any(v == mutant_id for v in (*during_runs.values(), *final.values())):
+        return status
+    # Killed or not, a mutant whose code never ran proves nothing about the suite.
+    return "not planted"
+
+
+def run_control(run: dict[str, Any], version: str, history_root: Path) -> dict[str, Any]:
+    """In this process: the scenario run ``run`` on the release, no mutant planted, as a mutant's
+    runs go (the same start timeout, stopped at the first failure): did it end as on the release?"""
+    from pytest_elr.backends.kafka import START_TIMEOUT_ENV, KafkaBackend
+    from pytest_elr.scenario.executor import run_scenario
+    from pytest_elr.scenario.loader import load_scenario
+    from pytest_elr.sut.instrument import COVERAGE_ENV, MUTANT_ENV
+
+    os.environ.pop(MUTANT_ENV, None)
+    os.environ.pop(COVERAGE_ENV, None)
+    os.environ.setdefault(START_TIMEOUT_ENV, str(MUTANT_START_TIMEOUT_S))
+    scenario = load_scenario(run["scenario_file"])
+    pool = KafkaBackend.new_session()
+    try:
+        backend = KafkaBackend(session=pool, version=version)
+        try:
+            result = run_scenario(scenario, backend, run["profile"], history_root, stop_at_first_failure=True)
+        except Exception as exc:  # the harness could not finish the run, unmutated
+            return {"passed": False, "at": None, "kind": "error", "failures": [],
+                    "message": f"{type(exc).__name__}: {exc}"[:1500]}
+    finally:
+        pool.close()
+    outcome, detail = run_outcome(scenario, version, result)
+    if outcome == "pass":
+        return {"passed": True, "at": None, "failures": []}
+    return {"passed": False, "at": detail.get("at"), "kind": detail.get("kind", outcome),
+            "failures": detail.get("failures", []), "message": detail.get("message", "")[:1500]}
+
+
+# ---------------------------------------------------------------------------------- controls
+
+
+class Controls:
+    """The campaign's controls: a scenario that is the first to fail under a mutant is run once
+    unmutated, on the same release and profile, and the mutant's kill stands only if that run ends
+    as on the release. A scenario failing for a reason of its own (a flake, a harness bug, the
+    machine's load) would otherwise kill every mutant it covers, each at the same step.
+
+    One control per scenario, profile and release per campaign shard: kept in
+    ``CAMPAIGN/controls-<K>of<N>.jsonl`` as each ends, so later mutants (and a resumed campaign)
+    reuse it. Mutants running at once that need the same control wait for the one run.
+    ``forget_failed``: failed controls are run again (``run --retry 'control failed'``)."""
+
+    def __init__(self, path: Path, version: str, run: Any, *, forget_failed: bool = False) -> None:
+        self.path, self.version, self._run = path, version, run
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self.known: dict[str, dict[str, Any]] = {}
+        for row in path.read_text().splitlines() if path.is_file() else []:
+            if row.strip():
+                control = json.loads(row)
+                self.known[control["key"]] = control
+        if forget_failed:
+            self.known = {k: c for k, c in self.known.items() if c["passed"]}
+
+    def key(self, by: dict[str, Any]) -> str:
+        return f"{by['scenario']} [{by['profile']}] on {self.version}"
+
+    def of(self, by: dict[str, Any], history: Path) -> dict[str, Any] | None:
+        """The control of the run ``by`` names, run now unless known; None when the campaign is
+        being stopped (nothing is kept)."""
+        key = self.key(by)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key in self.known:
+                return self.known[key]
+            ran = self._run({"scenario_file": by["scenario_file"], "profile": by["profile"]}, self.version,
+                            history / ("control-" + hashlib.sha256(key.encode()).hexdigest()[:16]))
+            if ran is None:
+                return None
+            control = {"key": key, "scenario": by["scenario"], "profile": by["profile"],
+                       "kafka_version": self.version, **ran,
+                       "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            with self._lock:
+                with self.path.open("a") as f:
+                    f.write(json.dumps(control) + "\n")
+                self.known[key] = control
+            return control
+
+
+def judged_by_control(result: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:
+    """A killed mutant's result with its control beside it: ``control failed`` (not a kill) when
+    the scenario also failed unmutated, at the kill's step or anywhere else."""
+    kill_step = (result.get("by") or {}).get("at")
+    summary = {"scenario": control["scenario"], "profile": control["profile"], "passed": control["passed"],
+               "at": control.get("at"), "seconds": control.get("seconds"),
+               "same_step": bool(not control["passed"] and control.get("at") and control.get("at") == kill_step)}
+    if not control["passed"]:
+        summary.update(failures=control.get("failures", [])[:5], message=control.get("message", "")[:400])
+    return {**result, "status": "killed" if control["passed"] else "control failed", "control": summary}
+
+
+def controls_of(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every control run in these campaign directories (each shard's own file)."""
+    found: list[dict[str, Any]] = []
+    for path in paths:
+        for f in sorted(path.glob("controls-*.jsonl")) if path.is_dir() else []:
+            found += [json.loads(row) for row in f.read_text().splitlines() if row.strip()]
+    return found
+
+
+def control_cost(results: dict[str, dict[str, Any]], controls: Sequence[dict[str, Any]]) -> str:
+    """What the controls cost the kills they judged."""
+    judged = [r for r in results.values() if r.get("control")]
+    # (Kafka's unit tests grade against their own unmutated run: ``kafka_unit_tests``' baseline)
+    unjudged = sum(1 for r in results.values() if r["status"] == "killed" and not r.get("control")
+                   and r.get("grader") is None)
+    spent = sum(float(c.get("seconds") or 0) for c in controls)
+    line = (f"controls: {len(controls)} unmutated runs, {spent:.0f} s in all, judged {len(judged)} kills"
+            + (f" ({spent / len(judged):.1f} s a kill)" if judged else ""))
+    if unjudged:
+        line += f"; {unjudged} kills graded before controls have none"
+    return line
 
 
 # ---------------------------------------------------------------------------------- campaign
@@ -262,11 +411,16 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
                  shard: tuple[int, int], mutant_timeout_s: float,
                  retry: frozenset[str] = frozenset(), parallel: int = 1) -> list[dict[str, Any]]:
     """Each mutant of this shard not graded yet (or whose status is in ``retry``), until the budget,
-    up to ``parallel`` at once (each in a child process with its own cluster). This process alone
-    writes the results file, a line per mutant as each ends; the budget stops starting mutants
-    (running ones finish); an interrupt (Ctrl-C, SIGTERM) stops every child before it goes on."""
+    up to ``parallel`` at once (each in a child process with its own cluster). A kill is judged by
+    its scenario's control (``Controls``: run unmutated once per scenario in this shard, in the
+    same worker, so never more than ``parallel`` clusters). This process alone writes the results
+    file, a line per mutant as each ends; the budget stops starting mutants (running ones finish);
+    an interrupt (Ctrl-C, SIGTERM) stops every child before it goes on."""
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / f"results-{shard[0]}of{shard[1]}.jsonl"
+    controls = Controls(out / f"controls-{shard[0]}of{shard[1]}.jsonl", index.kafka_version,
+                        lambda run, version, history: _control(run, version, history, mutant_timeout_s),
+                        forget_failed="control failed" in retry)
     done = {i: r for i, r in results_of([out]).items() if r["status"] not in retry}
     todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done]
     started = time.monotonic()
@@ -282,13 +436,18 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
         new.append(row)
         by = row.get("by") or {}
         how = f"  <- {by.get('scenario')} [{by.get('profile')}]: {', '.join(by.get('failures') or [])}" if by else ""
-        print(f"[{len(new)}/{len(todo)}] {row['status']:<11} {row['seconds']:>6.0f}s  {mutant.in_words()}{how}",
-              flush=True)
+        print(f"[{len(new)}/{len(todo)}] {row['status']:<11} {row['seconds']:>6.0f}s  {mutant.in_words()}{how}"
+              + (f"; {control_words(row['control'])}" if row.get("control") else ""), flush=True)
 
     def timed_child(mutant: Mutant, runs: list[dict[str, Any]]) -> tuple[dict[str, Any], float]:
         t0 = time.monotonic()
         result = _child(mutant, runs, index.kafka_version, child_history(out, mutant), mutant_timeout_s)
-        return result, time.monotonic() - t0
+        seconds = time.monotonic() - t0  # the mutant's own time: a control is counted apart (its row, its file)
+        by = result.get("by") or {}
+        if result["status"] == "killed" and by.get("scenario_file"):
+            control = controls.of(by, out / "history")
+            result = judged_by_control(result, control) if control is not None else {**result, "status": "interrupted"}
+        return result, seconds
 
     running: dict[Future[tuple[dict[str, Any], float]], Mutant] = {}
     _stopping.clear()
@@ -363,20 +522,13 @@ def _child(mutant: Mutant, runs: Sequence[dict[str, Any]], version: str, history
     """One mutant in a child process: a hung cluster is stopped (SIGTERM: it removes its containers)."""
     spec = json.dumps({"mutant": mutant.id, "runs": [{"scenario_file": r["scenario_file"], "profile": r["profile"]}
                                                       for r in runs], "version": version, "history": str(history)})
-    with _children_lock:
-        if _stopping.is_set():  # the campaign is being interrupted: this mutant is not graded
-            return {"status": "interrupted", "runs_tried": 0}
-        child = subprocess.Popen(child_command(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _children.add(child)
+    child = _start_child(spec)
+    if child is None:  # the campaign is being interrupted: this mutant is not graded
+        return {"status": "interrupted", "runs_tried": 0}
     try:
         stdout, stderr = child.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        child.send_signal(signal.SIGTERM)
-        try:
-            stdout, _ = child.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            stdout, _ = child.communicate()
+        stdout = _stop_child(child)
         # A kill ends at the first covering run that tells: the runs it finished all ended as on
         # the real release, so a mutant cut off late is most likely a survivor (``summary``).
         passed = [json.loads(ln)["progress"] for ln in (stdout or "").splitlines() if ln.startswith('{"progress"')]
@@ -391,6 +543,56 @@ def _child(mutant: Mutant, runs: Sequence[dict[str, Any]], version: str, history
     return result
 
 
+def _start_child(spec: str) -> subprocess.Popen[str] | None:
+    """A child process on ``spec`` (``_child_main``), known to ``stop_children``; None once the
+    campaign is being stopped."""
+    with _children_lock:
+        if _stopping.is_set():
+            return None
+        child = subprocess.Popen(child_command(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _children.add(child)
+        return child
+
+
+def _stop_child(child: subprocess.Popen[str]) -> str:
+    """A child past its time: SIGTERM (it removes its containers), SIGKILL after 120 s; what it printed."""
+    child.send_signal(signal.SIGTERM)
+    try:
+        stdout, _ = child.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        stdout, _ = child.communicate()
+    return stdout or ""
+
+
+def _control(run: dict[str, Any], version: str, history: Path, timeout_s: float) -> dict[str, Any] | None:
+    """The control (``run_control``) in a child process, timed; None when the campaign is being
+    stopped. A control that cannot end is a failed one: the scenario cannot be trusted now."""
+    t0 = time.monotonic()
+    child = _start_child(json.dumps({"control": run, "version": version, "history": str(history)}))
+    if child is None:
+        return None
+    try:
+        stdout, stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _stop_child(child)
+        return {"passed": False, "at": None, "kind": "timed out", "failures": [],
+                "message": f"the unmutated run did not end within {timeout_s:.0f} s",
+                "seconds": round(time.monotonic() - t0, 1)}
+    finally:
+        with _children_lock:
+            _children.discard(child)
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    if child.returncode != 0 or not lines:
+        if _stopping.is_set():
+            return None
+        return {"passed": False, "at": None, "kind": "error", "failures": [],
+                "message": f"the control's process failed: {(stderr or stdout).strip()[-1200:]}",
+                "seconds": round(time.monotonic() - t0, 1)}
+    control: dict[str, Any] = {**json.loads(lines[-1]), "seconds": round(time.monotonic() - t0, 1)}
+    return control
+
+
 # ---------------------------------------------------------------------------------- report
 
 
@@ -402,16 +604,17 @@ def summary(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, in
         key = f"{r['class_name'].rsplit('.', 1)[-1]}.{r['method']}"
         by_method.setdefault(key, Counter())[r["status"]] += 1
     width = max((len(k) for k in by_method), default=10)
-    lines = [f"{'method':<{width}}  killed  survived  no-start  timed-out  not-planted  uncovered"]
+    lines = [f"{'method':<{width}}  killed  survived  control-failed  no-start  timed-out  not-planted  uncovered"]
     for key in sorted(by_method):
         c = by_method[key]
-        lines.append(f"{key:<{width}}  {c['killed']:>6}  {c['survived']:>8}  {c['no-start']:>8}  {c['timed out']:>9}"
-                     f"  {c['not planted']:>11}  {c['uncovered']:>9}")
+        lines.append(f"{key:<{width}}  {c['killed']:>6}  {c['survived']:>8}  {c['control failed']:>14}"
+                     f"  {c['no-start']:>8}  {c['timed out']:>9}  {c['not planted']:>11}  {c['uncovered']:>9}")
+    # a "control failed" is neither a kill nor a survivor: its scenario failed unmutated too
     graded = counts["killed"] + counts["survived"]
     lines.append(f"killed {counts['killed']} of {graded} planted and graded"
                  + (f" ({100 * counts['killed'] / graded:.0f}%)" if graded else "")
-                 + f"; no-start {counts['no-start']}, timed out {counts['timed out']}, not planted "
-                   f"{counts['not planted']}, uncovered {counts['uncovered']}")
+                 + f"; no-start {counts['no-start']}, control failed {counts['control failed']}, timed out "
+                   f"{counts['timed out']}, not planted {counts['not planted']}, uncovered {counts['uncovered']}")
     survivors = [r for r in results.values() if r["status"] == "survived"]
     if survivors:
         lines.append("survivors:")
@@ -425,22 +628,42 @@ def summary(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, in
                   + (f"{r['runs_tried']} of {r['runs_total']} covering runs as on the real release"
                      if r.get("runs_total") else "runs finished not recorded")
                   for r in sorted(cut_off, key=lambda r: (r["class_name"], r["line"], r["id"]))]
+    unjudged = [r for r in results.values() if r["status"] == "control failed"]
+    if unjudged:
+        lines.append("control failed (the scenario that failed under the mutant failed unmutated too: no kill; "
+                     "grade again with --retry 'control failed'):")
+        lines += [f"  {Mutant(**{k: r[k] for k in Mutant.__dataclass_fields__}).in_words()}  [{r['id']}]: "
+                  f"{r['by'].get('scenario')} at {r['by'].get('at') or 'an error'}; {control_words(r['control'])}"
+                  for r in sorted(unjudged, key=lambda r: (r["class_name"], r["line"], r["id"]))]
     return lines, dict(counts)
 
 
-def html_page(results: dict[str, dict[str, Any]], title: str) -> str:
+def control_words(control: dict[str, Any]) -> str:
+    """A row's control in words: ``control passed (38 s)``, ``control failed at X, the kill's step``."""
+    if control["passed"]:
+        return f"control passed ({control.get('seconds') or 0:.0f} s)"
+    where = f"at {control['at']}" if control.get("at") else f"({control.get('message', '')[:120]})"
+    return f"control failed {where}" + (", the kill's step" if control.get("same_step") else "")
+
+
+def html_page(results: dict[str, dict[str, Any]], title: str,
+              controls: Sequence[dict[str, Any]] | None = None) -> str:
     rows = []
     for r in sorted(results.values(), key=lambda r: (r["class_name"], r["method"], r["line"], r["operator"])):
         by = r.get("by") or {}
         why = html.escape(f"{by.get('scenario', '')} [{by.get('profile', '')}]: "
-                          f"{'; '.join(by.get('failures') or []) or by.get('message', '')[:200]}") if by else ""
+                          f"{'; '.join(by.get('failures') or []) or by.get('message', '')[:200]}"
+                          + (f" -- {control_words(r['control'])}" if r.get("control") else "")) if by else ""
         rows.append(f"<tr class='{r['status'].replace(' ', '-')}'><td>{html.escape(r['class_name'].rsplit('.', 1)[-1])}"
                     f".{html.escape(r['method'])}</td><td>{r['line']}</td><td>{r['operator']}</td>"
                     f"<td>{html.escape(r['description'])}</td><td>{r['status']}</td><td>{why}</td></tr>")
     table, _ = summary(results)
+    if controls is not None:
+        table.append(control_cost(results, controls))
     return ("<!doctype html><meta charset='utf-8'><title>" + html.escape(title) + "</title><style>"
             "body{font:14px sans-serif;margin:1em}td,th{border-bottom:1px solid #ddd;padding:2px 6px;text-align:left}"
             ".killed td:nth-child(5){color:#070}.survived td:nth-child(5){color:#b00;font-weight:bold}"
+            ".control-failed td:nth-child(5){color:#a60}"
             "pre{background:#f6f6f6;padding:.5em}</style><h1>" + html.escape(title) + "</h1><pre>"
             + html.escape("\n".join(table)) + "</pre><table><tr><th>method</th><th>line</th><th>operator</th>"
             "<th>change</th><th>status</th><th>by</th></tr>" + "".join(rows) + "</table>")
@@ -512,8 +735,9 @@ def run_main(argv: list[str] | None = None) -> int:
     run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard,
                  mutant_timeout_s=args.mutant_timeout, retry=frozenset(args.retry),
                  parallel=args.parallel or cluster_slots())
-    lines, _ = summary(results_of([args.out]))
-    print("\n".join(lines))
+    results = results_of([args.out])
+    lines, _ = summary(results)
+    print("\n".join([*lines, control_cost(results, controls_of([args.out]))]))
     return 0
 
 
@@ -528,9 +752,10 @@ def report_main(argv: list[str] | None = None) -> int:
         print("elr kafka-mutants report: no results in " + ", ".join(map(str, args.campaigns)), file=sys.stderr)
         return 2
     lines, _ = summary(results)
-    print("\n".join(lines))
+    controls = controls_of(args.campaigns)
+    print("\n".join([*lines, control_cost(results, controls)]))
     if args.html:
-        args.html.write_text(html_page(results, "Kafka mutants graded by the pytest-elr suite"))
+        args.html.write_text(html_page(results, "Kafka mutants graded by the pytest-elr suite", controls))
     if args.json:
         args.json.write_text(json.dumps(sorted(results.values(), key=lambda r: r["id"]), indent=1))
     return 0
@@ -541,7 +766,10 @@ def _child_main(spec_json: str) -> int:
     # SIGTERM (the campaign stopped, or this mutant's time is up) unwinds run_one, whose cluster pool
     # then removes its containers: the default action would end the process with them running.
     with sigterm_interrupts():
-        result = run_one(spec["mutant"], spec["runs"], spec["version"], Path(spec["history"]))
+        if "control" in spec:
+            result = run_control(spec["control"], spec["version"], Path(spec["history"]))
+        else:
+            result = run_one(spec["mutant"], spec["runs"], spec["version"], Path(spec["history"]))
     print(json.dumps(result), flush=True)
     return 0
 

@@ -55,6 +55,8 @@ from pytest_elr.sut.polling import poll
 from pytest_elr.sut.toxiproxy import ProxySpec, ToxiproxyClient
 
 RYUK_ENV = "TESTCONTAINERS_RYUK_DISABLED"
+#: the end of a reply to "what did the mutation agent plant" (``KafkaNode.planted_mutant``)
+PLANTED_END = "ELR-PLANTED-END"
 _ryuk_setting = threading.RLock()  # one scope at a time changes testcontainers' global setting
 
 
@@ -313,9 +315,21 @@ class KafkaNode:
         return code == 0
 
     def planted_mutant(self) -> str | None:
-        """What the mutation agent wrote when its class loaded (the id; ``missing: ...``), or None."""
-        code, out = self.exec("cat", PLANTED_FILE, check=False)
-        return out.strip() if code == 0 and out.strip() else None
+        """What the mutation agent wrote when its class loaded (the id; ``missing: ...``), or None:
+        no report there, or none readable now (a paused or removed container; ``kafka-mutants``
+        reads again at the mutant's end). Docker can lose a short exec's output under load (exit 0,
+        nothing: ``ctl_json``), which read as "never planted": the reply ends with a marker, and a
+        reply without it is asked again."""
+        for _ in range(5):
+            try:
+                _, out = self.exec("sh", "-c", f'cat "$1" 2>/dev/null; echo {PLANTED_END}', "planted", PLANTED_FILE,
+                                   check=False)
+            except docker.errors.APIError:
+                return None
+            if PLANTED_END in out:
+                report = out.split(PLANTED_END, 1)[0].strip()
+                return report or None
+        return None
 
     def state(self) -> str:
         """``running`` | ``paused`` | ``stopped`` (of the JVM, not the container)."""

@@ -5,7 +5,9 @@ scenario's ELR expectations fail), one is a change no client can see (a log line
 reported as survived, one stops the cluster from starting (brokers refused at registration).
 
 This also proves the agent plants in the real controller: a survivor counts only when the agent
-reported its plant (else it is "not planted")."""
+reported its plant (else it is "not planted"), read at each run's end and once more after the
+mutant's runs. And the kill's control: its scenario, run once unmutated on the same release, passes,
+so the kill stands (else it would be "control failed")."""
 
 from __future__ import annotations
 
@@ -44,15 +46,23 @@ def test_a_three_mutant_campaign_killed_survived_no_start(tmp_path: Path, capsys
     assert killed["status"] == "killed"
     assert killed["by"]["scenario"] == "min-isr-change-same-value" and killed["by"]["kind"] == "check"
     assert any(f.endswith(": elr") for f in killed["by"]["failures"]), killed["by"]
-    assert KILLED in killed["planted"].values()
+    assert KILLED in killed["planted"].values() and KILLED in killed["planted_final"].values()
+    # the kill stands: the same scenario, unmutated on the same release, passed (its control)
+    control = killed["control"]
+    assert (control["scenario"], control["profile"], control["passed"], control["at"]) == (
+        "min-isr-change-same-value", "kafka", True, None), control
+    [ran] = kafka_mutants.controls_of([campaign])  # one control: the only kill's scenario
+    assert ran["passed"] and ran["kafka_version"] == "4.4.0" and ran["seconds"] == control["seconds"]
 
     survived = results[SURVIVES]
     assert survived["status"] == "survived" and survived["runs_tried"] == 1
     assert SURVIVES in survived["planted"].values()  # it ran in the controller, and nobody could tell
+    assert "control" not in survived  # only a kill is checked against its scenario unmutated
 
-    assert results[NO_START]["status"] == "no-start"
+    assert results[NO_START]["status"] == "no-start" and "control" not in results[NO_START]
     assert "the cluster did not start" in results[NO_START]["by"]["message"]
 
     out = capsys.readouterr().out
-    assert "killed 1 of 2 planted and graded (50%); no-start 1" in out
+    assert "killed 1 of 2 planted and graded (50%); no-start 1, control failed 0" in out
+    assert "controls: 1 unmutated runs" in out and "judged 1 kills" in out
     assert "`PartitionChangeBuilder.tryElection` line 337: call of Logger.info removed" in out
