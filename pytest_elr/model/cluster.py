@@ -1359,6 +1359,8 @@ class ModelCluster:
                 p.rejected_alter, p.rejected_view = req, self._brokers_view()
             else:
                 joined = {b for b, _ in req.new_isr if b not in before}
+                if not joined:
+                    return  # a shrink: nobody joined (what follows adds nothing)
                 p._admitted_since_seen |= joined
                 p.unclean_restarted -= joined  # caught up: the leader let it in
                 lead = p.logs[req.leader]
@@ -1432,9 +1434,11 @@ class ModelCluster:
                 p.hwm_window_open = True
                 # The HWM may pass, by records the model does not see, every follower out of the ISR
                 # below the least log end of the members that get no records (late fetchers).
-                late_ends = [follower_leo.get(b, 0) for b in isr if b in p.late_in_sync]
-                p.outrun |= {f for f in part.replicas if f not in isr
-                             and (not late_ends or p.logs[f].leo < min(late_ends))}
+                late_ends = [follower_leo.get(b, 0) for b in isr if b in p.late_in_sync] if p.late_in_sync else None
+                if late_ends:
+                    p.outrun |= {f for f in part.replicas if f not in isr and p.logs[f].leo < min(late_ends)}
+                else:
+                    p.outrun |= set(part.replicas).difference(isr)
                 new_hwm = controller.advance_hwm(lead.hwm, ends)
                 if new_hwm > lead.hwm:
                     lead.hwm = new_hwm
