@@ -32,6 +32,15 @@ def outcomes(model: ModelCluster, action: Action) -> list[tuple[ModelCluster, Re
     """``action`` on ``model`` (in place: the canonical outcome, its errors raised as ever) and on
     copies of it under every other choice timing may make; each distinct state once, with the
     action's result."""
+    return [(state, result) for state, result, _ in _outcomes(model, action, {})]
+
+
+def _outcomes(model: ModelCluster, action: Action, seen: dict[tuple[object, ...], ModelCluster]
+              ) -> list[tuple[ModelCluster, Result, tuple[object, ...]]]:
+    """``outcomes``, each with its fingerprint (computed once a state). ``seen``: the states found
+    so far by fingerprint, this call's added: a state that looks like one of them is absorbed into it
+    (``ModelCluster.absorb_hwm_window``) and not returned -- ``Alternatives.apply`` passes the states
+    of the states before, so a twin is judged a duplicate as soon as it is run."""
     before = model.fork()
     model.timing = Timing()
     try:
@@ -39,8 +48,13 @@ def outcomes(model: ModelCluster, action: Action) -> list[tuple[ModelCluster, Re
         timing = model.timing
     finally:
         model.timing = None
-    out: list[tuple[ModelCluster, Result]] = [(model, result)]
-    seen = {model.fingerprint()}
+    out: list[tuple[ModelCluster, Result, tuple[object, ...]]] = []
+    key = model.fingerprint()
+    if key in seen:
+        seen[key].absorb_hwm_window(model)
+    else:
+        seen[key] = model
+        out.append((model, result, key))
     todo = [(*prefix, k) for prefix, n in timing.open for k in range(1, n)]
     runs = 1
     while todo and runs < MAX_HISTORIES:
@@ -54,11 +68,12 @@ def outcomes(model: ModelCluster, action: Action) -> list[tuple[ModelCluster, Re
             continue  # this order leads where the action cannot be done: not a history
         todo += [(*prefix, k) for prefix, n in twin.timing.open for k in range(1, n)]
         twin.timing = None
-        if twin.fingerprint() not in seen:
-            seen.add(twin.fingerprint())
-            out.append((twin, twin_result))
+        key = twin.fingerprint()
+        if key in seen:
+            seen[key].absorb_hwm_window(twin)
         else:
-            next(state for state, _ in out if state.fingerprint() == twin.fingerprint()).absorb_hwm_window(twin)
+            seen[key] = twin
+            out.append((twin, twin_result, key))
     return out
 
 
@@ -75,25 +90,20 @@ class Alternatives:
     def apply(self, action: Action) -> list[Result]:
         """Apply ``action`` to every state; returns each resulting state's result, in order. The
         canonical state's ModelError is raised (the others' drop that state)."""
-        found: list[tuple[ModelCluster, Result]] = []
+        # Each state once by its fingerprint, the first found (``_outcomes`` absorbs the others into
+        # it as it finds them: the same states and HWM windows as absorbing them here, in this order).
+        seen: dict[tuple[object, ...], ModelCluster] = {}
+        found: list[tuple[ModelCluster, Result, tuple[object, ...]]] = []
         for i, state in enumerate(self.states):
             try:
-                found += outcomes(state, action)
+                found += _outcomes(state, action, seen)
             except ModelError:
                 if i == 0:
                     self.states = [state]
                     raise
-        seen: dict[tuple[object, ...], ModelCluster] = {}
-        kept: list[tuple[ModelCluster, Result]] = []
-        for state, result in found:
-            key = state.fingerprint()
-            if key in seen:
-                seen[key].absorb_hwm_window(state)  # one state for both: either one's HWM window counts
-            elif len(kept) < MAX_STATES:
-                seen[key] = state
-                kept.append((state, result))
-            else:
-                kept[0][0].absorb_hwm_window(state)  # a state past the bound still counts for the HWM
+        kept = [(state, result) for state, result, _ in found[:MAX_STATES]]
+        for state, _, _ in found[MAX_STATES:]:
+            kept[0][0].absorb_hwm_window(state)  # a state past the bound still counts for the HWM
         self.states = [state for state, _ in kept]
         return [result for _, result in kept]
 

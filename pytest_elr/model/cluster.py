@@ -177,7 +177,47 @@ class ModelCluster:
         return log.last_epoch(), log.leo
 
     def fork(self) -> ModelCluster:
-        """An independent copy (the profile shared: it is immutable)."""
+        """An independent copy (the profile shared: it is immutable), as ``copy.deepcopy`` makes
+        it (``deep_fork``) but sharing the immutable objects -- records, requests, views, finished
+        sends -- and copying only the containers: the timing alternatives fork a 50-partition model
+        tens of times after a fault (``model/alternatives.py``). tests/test_fork.py holds it to
+        ``deep_fork`` (equal, and no mutable object shared with the original)."""
+        new = object.__new__(ModelCluster)
+        d = new.__dict__
+        d.update(self.__dict__)
+        shared: dict[int, object] = {}
+        d["partitions"] = {i: p.fork(shared) for i, p in self.partitions.items()}
+        d["send_log"] = [(i, shared.get(id(s), s)) for i, s in self.send_log] if shared else list(self.send_log)  # type: ignore[misc]
+        brokers = {}
+        for b, broker in self.brokers.items():
+            twin = brokers[b] = object.__new__(Broker)
+            twin.__dict__.update(broker.__dict__)  # every field immutable
+        d["brokers"] = brokers
+        for name in ("fenced", "cut", "slow", "heartbeats_held", "assignments_held", "dir_pending", "dir_offline",
+                     "dir_late", "dir_due", "controllers_down", "controllers_cut_from_brokers",
+                     "controllers_cut_from_controllers", "_touched"):
+            d[name] = set(d[name])
+        d["dir_moves"] = {b: set(moved) for b, moved in self.dir_moves.items()}
+        d["protocol_errors"], d["down_order"] = list(self.protocol_errors), list(self.down_order)
+        d["_produced_to"] = list(self._produced_to)
+        if self._dirty is not None:
+            d["_dirty"] = set(self._dirty)
+        if self._trips is not None:
+            d["_trips"] = self._trips.copy()
+        if self.timing is not None:
+            d["timing"] = copy.deepcopy(self.timing)
+        ctx = object.__new__(ControllerContext)
+        ctx.__dict__.update(self.ctx.__dict__)
+        for name, value in self.ctx.__dict__.items():  # the cluster's bound methods: the fork's own
+            if getattr(value, "__self__", None) is self:
+                setattr(ctx, name, getattr(new, value.__name__))
+        ctx.elections = replace(self.ctx.elections)
+        ctx.departures = set(self.ctx.departures)
+        d["ctx"] = ctx
+        return new
+
+    def deep_fork(self) -> ModelCluster:
+        """``fork`` by ``copy.deepcopy``: the reference ``fork`` is tested against."""
         return copy.deepcopy(self, {id(self.profile): self.profile})
 
     # --- the one-partition surface -----------------------------------------------------------
@@ -1068,13 +1108,21 @@ class ModelCluster:
                 # as the controller left them: as the round found those it did not touch
                 touched = self._touched
                 mid = [key(p) if event or p.id in touched else p._key for p in work]
+                replication_round, leader_round, finish_produce = \
+                    self._replication_round, self._leader_round, self._finish_produce
                 for p in work:
-                    self._replication_round(p)
-                    leader, hwm = p.part.leader, p.hwm()
-                    self._leader_round(p)
-                    if leader is not None and p.part.leader == leader and (p.hwm() or 0) > (hwm or 0):
-                        p.hwm_moves.append((hwm or 0, p.hwm() or 0, len(p.part.isr), self.seed_min_isr(p)))
-                    self._finish_produce(p)
+                    replication_round(p)
+                    leader = p.part.leader
+                    if leader is None:
+                        leader_round(p)
+                    else:
+                        lead = p.logs[leader]
+                        hwm = lead.hwm
+                        leader_round(p)
+                        if p.part.leader == leader and lead.hwm > hwm:
+                            p.hwm_moves.append((hwm, lead.hwm, len(p.part.isr), self.seed_min_isr(p)))
+                    if p.pending_produce:
+                        finish_produce(p)
                 after = self._cluster_fingerprint()
                 cluster_moved = moved = after != before
                 moving = []  # the partitions the rest of the round changed: they run the next round
@@ -1309,6 +1357,8 @@ class ModelCluster:
                 p.rejected_alter, p.rejected_view = req, self._brokers_view()
             else:
                 joined = {b for b, _ in req.new_isr if b not in before}
+                if not joined:
+                    return  # a shrink: nobody joined (what follows adds nothing)
                 p._admitted_since_seen |= joined
                 p.unclean_restarted -= joined  # caught up: the leader let it in
                 lead = p.logs[req.leader]
@@ -1318,34 +1368,42 @@ class ModelCluster:
                                    if b in joined and epoch != self.brokers[b].epoch}
 
     def _replication_round(self, p: ModelPartition) -> None:
-        leader = p.part.leader
+        # Run for each moving partition in every round: lookups hoisted, ``Replica.leo`` as ``len``,
+        # ``_round_trip``'s cache read in place (issue 27, speed).
+        part = p.part
+        leader = part.leader
         if leader is None or leader in self.fenced:
             return
-        if p._view_epoch != p.part.leader_epoch:
+        if p._view_epoch != part.leader_epoch:
             # A new leader knows nothing of its followers until they fetch from it.
-            p._view_epoch = p.part.leader_epoch
+            p._view_epoch = part.leader_epoch
             p.follower_leo.clear()
             p.follower_fetch_epoch.clear()
-        lead = p.logs[leader]
+        logs, heard, brokers, trips = p.logs, p.heard, self.brokers, self._trips
+        lead = logs[leader]
+        lead_log = lead.log
+        lead_leo = len(lead_log)  # the leader's log does not change in this round
         for f in p.replicas:
             if f == leader:
                 continue
-            broker = self.brokers[f]
-            if p.heard[f][0] != leader or not broker.registered:
+            broker = brokers[f]
+            if heard[f][0] != leader or not broker.registered:
                 continue
-            if not self._round_trip(f, leader):
+            ok = trips.get((f, leader, False)) if trips is not None else None
+            if not (self._round_trip(f, leader) if ok is None else ok):
                 continue
-            follower = p.logs[f]
-            end = follower.leo  # kept as the log changes below (at most the leader's: a prefix of its log)
-            common = _common_prefix(follower.log, lead.log)
+            follower = logs[f]
+            log = follower.log
+            end = len(log)  # kept as the log changes below (at most the leader's: a prefix of its log)
+            common = _common_prefix(log, lead_log)
             if common < end:
-                del follower.log[common:]  # divergent suffix: truncate to the leader's log
+                del log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
                 end = common
-            if end < lead.leo:
+            if end < lead_leo:
                 p.hwm_waits_since = None  # a fetch that moves a follower's log end
-                follower.log.extend(lead.log[end:])
-                end = lead.leo
+                log.extend(lead_log[end:])
+                end = lead_leo
             follower.hwm = min(lead.hwm, end)
             p.follower_leo[f] = end
             p.follower_fetch_epoch[f] = broker.epoch
@@ -1353,67 +1411,83 @@ class ModelCluster:
     def _leader_round(self, p: ModelPartition) -> None:
         part = p.part
         leader = part.leader
-        if leader is None or leader in self.fenced or not self.brokers[leader].running:
+        brokers, fenced = self.brokers, self.fenced
+        if leader is None or leader in fenced or not brokers[leader].running:
             return
         lead = p.logs[leader]
+        isr = part.isr
         if p.outrun:
-            p.outrun -= set(part.isr)
+            p.outrun -= set(isr)
         if p.hwm_waits_since is not None and part.partition_epoch != p.hwm_waits_since:
             p.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
-        ends = [lead.leo if b == leader else p.follower_leo.get(b, 0) for b in self.maximal_isr(p)]
+        follower_leo = p.follower_leo
         # ``hwm_may_advance_now``, inline: the leader is live (above)
-        may_advance = controller.hwm_may_advance(part.isr, self.eff_min_isr_of(p), self.profile.rules)
-        if may_advance and controller.hwm_reevaluated(p.hwm_waits_since is None):
-            p.hwm_window_open = True
-            # The HWM may pass, by records the model does not see, every follower out of the ISR
-            # below the least log end of the members that get no records (late fetchers).
-            late_ends = [p.follower_leo.get(b, 0) for b in part.isr if b in p.late_in_sync]
-            p.outrun |= {f for f in part.replicas if f not in part.isr
-                         and (not late_ends or p.logs[f].leo < min(late_ends))}
-            new_hwm = controller.advance_hwm(lead.hwm, ends)
-            if new_hwm > lead.hwm:
-                lead.hwm = new_hwm
-                self._extend_committed(p, lead)
-        elif may_advance and controller.advance_hwm(lead.hwm, ends) > lead.hwm:
-            self.ctx.depart("hwm_reevaluated")  # waiting for an event where the KIP would let it move
+        rules = self.profile.rules
+        may_advance = controller.hwm_may_advance(isr, effective_min_isr(self.min_isr, len(p.replicas), self.profile),
+                                                 rules)
+        if may_advance:
+            lead_leo = len(lead.log)
+            ends = [lead_leo if b == leader else follower_leo.get(b, 0) for b in self.maximal_isr(p)]
+            if controller.hwm_reevaluated(p.hwm_waits_since is None):
+                p.hwm_window_open = True
+                # The HWM may pass, by records the model does not see, every follower out of the ISR
+                # below the least log end of the members that get no records (late fetchers).
+                late_ends = [follower_leo.get(b, 0) for b in isr if b in p.late_in_sync] if p.late_in_sync else None
+                if late_ends:
+                    p.outrun |= {f for f in part.replicas if f not in isr and p.logs[f].leo < min(late_ends)}
+                else:
+                    p.outrun |= set(part.replicas).difference(isr)
+                new_hwm = controller.advance_hwm(lead.hwm, ends)
+                if new_hwm > lead.hwm:
+                    lead.hwm = new_hwm
+                    self._extend_committed(p, lead)
+            elif controller.advance_hwm(lead.hwm, ends) > lead.hwm:
+                self.ctx.depart("hwm_reevaluated")  # waiting for an event where the KIP would let it move
         # ISR changes: one AlterPartition in flight at a time.
         if p.pending_alter is not None:
             return
-        can_fetch = {
-            f for f in part.replicas
-            if f != leader and p.heard[f][0] == leader
-            and self.brokers[f].registered and self._round_trip(f, leader)
-        }
-        late = {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}
-        can_fetch |= late
-        shrunk = [b for b in part.isr if b == leader or b in can_fetch]
-        lagging = [b for b in part.isr if b not in shrunk]
-        if len(lagging) > 1:  # which leave first is timing: every choice under a Timing
-            options = controller.lagging_leave(lagging, self.profile.rules)
+        heard, trips = p.heard, self._trips
+        can_fetch = set()
+        for f in part.replicas:
+            if f != leader and heard[f][0] == leader and brokers[f].registered:
+                ok = trips.get((f, leader, False)) if trips is not None else None
+                if self._round_trip(f, leader) if ok is None else ok:
+                    can_fetch.add(f)
+        if p.late_in_sync:
+            late = {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}
+            can_fetch |= late
+        else:
+            late = set()
+        shrunk = [b for b in isr if b == leader or b in can_fetch]
+        if len(shrunk) < len(isr) - 1:  # which leave first is timing: every choice under a Timing
+            lagging = [b for b in isr if b not in shrunk]
+            options = controller.lagging_leave(lagging, rules)
             leaving = options[0] if self.timing is None else self.timing.choose(options)
-            shrunk = [b for b in part.isr if b not in leaving]
+            shrunk = [b for b in isr if b not in leaving]
         # KIP-841: the leader adds only followers its metadata shows unfenced (Kafka's
         # isReplicaIsrEligible); a fenced one that fetches waits outside (measured on 4.0.2 by
         # elr explore: a broker whose heartbeats were held caught up and stayed out).
-        caught_up = [
-            f for f in sorted(can_fetch)
-            if f not in part.isr and f not in self.fenced and p.follower_leo.get(f, 0) >= lead.hwm
-            and (p.follower_leo.get(f, 0) >= lead.leo or f in late)  # late: isFollowerInSync, HWM only
-        ]
-        if shrunk != part.isr:
+        if shrunk != isr:
             proposed = shrunk
-        elif caught_up:
-            proposed = part.isr + caught_up
         else:
-            return
+            hwm, leo = lead.hwm, len(lead.log)
+            caught_up = [
+                f for f in sorted(can_fetch)
+                if f not in isr and f not in fenced and follower_leo.get(f, 0) >= hwm
+                and (follower_leo.get(f, 0) >= leo or f in late)  # late: isFollowerInSync, HWM only
+            ]
+            if not caught_up:
+                return
+            proposed = isr + caught_up
         if leader not in proposed:
             proposed = [leader, *proposed]
+        epochs = p.follower_fetch_epoch
         req = AlterPartition(
             leader=leader,
             leader_epoch=part.leader_epoch,
             partition_epoch=part.partition_epoch,
             new_isr=tuple(
-                (b, p.follower_fetch_epoch.get(b, self.brokers[b].epoch)) for b in proposed
+                (b, epochs.get(b, brokers[b].epoch)) for b in proposed
             ),
         )
         if req == p.rejected_alter and self._brokers_view() == p.rejected_view:

@@ -134,15 +134,15 @@ def one_partition_change(event: Callable[..., R]) -> Callable[..., R]:
     def change(part: PartitionRecord, *args: Any, **kwargs: Any) -> R:
         ctx = args[-1]
         leader_epoch, partition_epoch = part.leader_epoch, part.partition_epoch
-        elr = (tuple(part.elr), tuple(part.last_known_elr))
+        keeps_epoch = ctx.profile.rules.elr_change_keeps_leader_epoch
+        elr = None if keeps_epoch else (tuple(part.elr), tuple(part.last_known_elr))  # read only when off
         before = part.view()
         result = event(part, *args, **kwargs)
         count_elections(before, part, ctx.elections)
         if part.partition_epoch > partition_epoch:
             part.partition_epoch = partition_epoch + 1
             part.leader_epoch = min(part.leader_epoch, leader_epoch + 1)
-            if not ctx.profile.rules.elr_change_keeps_leader_epoch and \
-                    elr != (tuple(part.elr), tuple(part.last_known_elr)):
+            if not keeps_epoch and elr != (tuple(part.elr), tuple(part.last_known_elr)):
                 part.leader_epoch = leader_epoch + 1
         return result
     return change

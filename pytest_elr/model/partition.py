@@ -9,7 +9,7 @@ ISR change) applies the rules of ``model/controller.py`` to every partition it t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_elr.core.observation import ProduceOutcome
 from pytest_elr.model.ledger import LossLedger
@@ -127,6 +127,51 @@ class ModelPartition:
         if self.part.leader is not None:
             trusted.add(self.part.leader)
         return trusted
+
+    def fork(self, shared: dict[int, object]) -> ModelPartition:
+        """An independent copy for ``ModelCluster.fork``: every container copied, the immutable
+        objects (records, requests, views) shared. ``shared``: the copies made so far of what
+        several partitions hold (a produce's ``ProduceOutcome`` spans one request per partition),
+        by the id of the original, so the fork keeps that sharing as ``copy.deepcopy`` did.
+
+        A finished ``Send`` (not in ``pending_produce``) is shared as well: only a pending
+        request's sends are written again (``ModelCluster._complete``)."""
+        new = object.__new__(ModelPartition)
+        d = new.__dict__
+        d.update(self.__dict__)
+        part = object.__new__(PartitionRecord)
+        part.__dict__.update(self.part.__dict__)
+        part.replicas, part.isr, part.elr = list(part.replicas), list(part.isr), list(part.elr)
+        part.last_known_elr, part.adding, part.removing = \
+            list(part.last_known_elr), list(part.adding), list(part.removing)
+        d["part"] = part
+        d["replicas"] = list(self.replicas)
+        d["logs"] = {b: Replica(r.broker, list(r.log), r.flushed, r.hwm) for b, r in self.logs.items()}
+        d["heard"] = self.heard.copy()
+        pending = []
+        for req in self.pending_produce:
+            sends = []
+            for send in req.sends:
+                twin = shared.get(id(send))
+                if twin is None:
+                    twin = shared[id(send)] = Send(send.value, send.acks, send.offset, send.status, send.error)
+                sends.append(twin)
+            outcome = shared.get(id(req.outcome))
+            if outcome is None:
+                outcome = shared[id(req.outcome)] = replace(req.outcome, failed=req.outcome.failed.copy())
+            pending.append(ProduceRequest(req.first_offset, list(req.records), outcome, sends))  # type: ignore[arg-type]
+        d["pending_produce"] = pending
+        d["sends"] = [shared.get(id(s), s) for s in self.sends] if pending else list(self.sends)
+        d["acked"], d["committed"] = list(self.acked), list(self.committed)
+        d["follower_leo"], d["follower_fetch_epoch"] = self.follower_leo.copy(), self.follower_fetch_epoch.copy()
+        d["ledger"] = LossLedger(set(self.ledger.suspects))
+        d["unclean_restarted"], d["stale_in_isr"] = set(self.unclean_restarted), set(self.stale_in_isr)
+        d["changes"], d["admitted"] = list(self.changes), list(self.admitted)
+        d["hwm_moves"], d["isr_joins"], d["acks"] = list(self.hwm_moves), list(self.isr_joins), list(self.acks)
+        d["late_in_sync"], d["outrun"] = set(self.late_in_sync), set(self.outrun)
+        d["_admitted_since_seen"] = set(self._admitted_since_seen)
+        # ``_key`` is shared: a tuple only ever compared, and replaced whole (``ModelCluster._settle``)
+        return new
 
     def note_change(self) -> None:
         now = self.part.view()
