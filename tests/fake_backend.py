@@ -344,3 +344,23 @@ class SlowToOneControllerSlowsThemAll(Fake):
             action = Slow(links=tuple(tuple(CONTROLLER if controller_of(n) is not None else n for n in link)
                                       for link in action.links), latency_ms=action.latency_ms)  # type: ignore[misc]
         return super().apply(action)
+
+
+class ControllerLinkCutMovesTheLeader(Fake):
+    """A cut between two controllers after which another controller leads (as a disruptive election
+    would, without KIP-996's pre-vote): the quorum has a leader, not the same one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cut = False
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Cut):
+            self._cut |= any(all(controller_of(n) is not None for n in link) for link in action.links)
+        return super().apply(action)
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        if self._cut and obs.active_controller is not None:
+            return replace(obs, active_controller=(obs.active_controller + 1) % 3)
+        return obs

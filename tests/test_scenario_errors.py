@@ -124,7 +124,7 @@ CASES = {
     "active controller out of range": (GOOD.replace("leader: 1", "active_controller: 1"), 6,
         "step T0: expect.active_controller: controller 1 is not in the cluster: it has 1 controller (0..0)"),
     "active controller word": (GOOD.replace("leader: 1", "active_controller: some"), 6,
-        "expected a controller number, any or none (no quorum), got 'some'"),
+        "expected a controller number, any, unchanged or none (no quorum), got 'some'"),
     "isolate a controller from an unknown group": (GOOD.replace(
         "isolate: 0", "isolate_controller: {controller: active, from: clients}"), 5,
         "step T0: isolate_controller.from: expected one of brokers, controllers, all, got 'clients'"),
