@@ -300,7 +300,12 @@ class Slow(Action):
     (KIP-966), so a follower that left there is in and out in turn until healed (measured on
     Kafka 4.4.0 and 4.0.2: back 1.5-5 s after each leave, in for 0.4-1.5 s); one that left at min
     ISR is passed by the HWM and stays out. The shadow oracle allows either moment, the model
-    backend has it out (docs/model.md, "Timing: a slow follower at the frozen HWM")."""
+    backend has it out (docs/model.md, "Timing: a slow follower at the frozen HWM").
+
+    ``{from: b, to: {controller: n|active}}`` holds b's requests to that controller alone, which
+    matters while it is the active one (a broker sends AlterPartition to the active controller
+    only); the controller is always the ``to`` end, and a slowed link between two controllers is
+    refused (not measured on Kafka, not modelled)."""
 
     links: tuple[Link, ...]
     latency_ms: int = DEFAULT_LATENCY_MS
