@@ -23,6 +23,7 @@ import yaml
 
 from pytest_elr.core.limits import MAX_LATENCY_MS, MAX_MIN_ISR, MAX_PRODUCE, MAX_WAIT_S
 from pytest_elr.core.nodes import (
+    ACTIVE,
     CONTROLLER,
     ISOLATION_SCOPES,
     IsolationScope,
@@ -195,9 +196,15 @@ def _read_links(r: Reader, arg: yaml.Node, what: str, extra: tuple[str, ...] = (
         links = [(a, b) for a in sources for b in targets if a != b]
     if not links:
         r.fail(arg, f"{what}: names no link between two different nodes")
-    if any(is_controller(a) and is_controller(b) for a, b in links):
-        r.fail(arg, f"{what}: links join a broker to a broker or to a controller (isolate_controller "
-                    "cuts a controller from the others)")
+    for a, b in links:
+        if not (is_controller(a) and is_controller(b)):
+            continue
+        if CONTROLLER in (a, b):
+            r.fail(arg, f"{what}: a link between two controllers names each one, {{controller: n}} (controller is "
+                        "every controller; isolate_controller cuts one from all the others)")
+        if ACTIVE in (controller_of(a), controller_of(b)):
+            r.fail(arg, f"{what}: a link between two controllers names both by number, {{controller: n}}: which "
+                        "one is active is timing on Kafka, so {controller: active} may be the other end")
     return tuple(links)
 
 
@@ -293,7 +300,12 @@ class Slow(Action):
     (KIP-966), so a follower that left there is in and out in turn until healed (measured on
     Kafka 4.4.0 and 4.0.2: back 1.5-5 s after each leave, in for 0.4-1.5 s); one that left at min
     ISR is passed by the HWM and stays out. The shadow oracle allows either moment, the model
-    backend has it out (docs/model.md, "Timing: a slow follower at the frozen HWM")."""
+    backend has it out (docs/model.md, "Timing: a slow follower at the frozen HWM").
+
+    ``{from: b, to: {controller: n|active}}`` holds b's requests to that controller alone, which
+    matters while it is the active one (a broker sends AlterPartition to the active controller
+    only); the controller is always the ``to`` end, and a slowed link between two controllers is
+    refused (not measured on Kafka, not modelled)."""
 
     links: tuple[Link, ...]
     latency_ms: int = DEFAULT_LATENCY_MS
@@ -308,8 +320,13 @@ class Slow(Action):
             if "ms" in doc:
                 latency = r.integer(doc["ms"], f"{what}.ms", minimum=1, maximum=MAX_LATENCY_MS)
             links = _read_links(r, arg, what, extra=("ms",))
-            if any(controller_of(n) is not None for link in links for n in link):
-                r.fail(arg, f"{what}: slow holds a broker's requests to every controller: name it controller")
+            for a, b in links:
+                if is_controller(a) and is_controller(b):
+                    r.fail(arg, f"{what}: slow joins a broker to a broker or to a controller: a slowed link between "
+                                "two controllers is not measured on Kafka nor modelled (cut it instead)")
+                if controller_of(a) is not None:
+                    r.fail(arg, f"{what}: slow holds a broker's requests to a controller: name the broker in from "
+                                "and the controller in to")
             return [cls(links=links, latency_ms=latency)]
         links: list[Link] = []
         for b in r.brokers_list(arg, what):  # a slow replica: its links to every broker
@@ -322,6 +339,9 @@ class Slow(Action):
             return [{"slow": scoped[0]}]
         ms = {} if self.latency_ms == DEFAULT_LATENCY_MS else {"ms": self.latency_ms}
         return [_link_item("slow", link, **ms) for link in self.links]
+
+    def refused_by(self, cluster: ClusterSpec) -> str | None:
+        return _links_refused(self.links, cluster) or super().refused_by(cluster)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,11 @@ from pytest_elr.actions import (
     Action,
     CrashController,
     Cut,
+    Heal,
     IsolateController,
     PowerOffController,
     RestartController,
+    Slow,
 )
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.nodes import CONTROLLER, controller_of
@@ -310,3 +312,55 @@ class FencedBrokerReportedLeader(Fake):
     def observe(self) -> Observation:
         obs = super().observe()
         return replace(obs, leader=0) if obs.leader is not None and 0 in obs.fenced else obs
+
+
+class ControllerLinkCutLosesTheQuorum(Fake):
+    """A cut between two controllers that leaves the quorum without a leader (as Raft without
+    KIP-996's pre-vote could: a voter that lost the leader bumps the epoch and deposes it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cut = False
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Cut):
+            self._cut |= any(all(controller_of(n) is not None for n in link) for link in action.links)
+        if isinstance(action, Heal) and action.links is None:
+            self._cut = False
+        return super().apply(action)
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        return replace(obs, active_controller=None) if self._cut else obs
+
+
+class SlowToOneControllerSlowsThemAll(Fake):
+    """A slow link to one controller applied to every controller (as the symbolic ``controller``):
+    the leader's ISR change stays held after a failover, though the new active controller's link
+    is not slow."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Slow):
+            action = Slow(links=tuple(tuple(CONTROLLER if controller_of(n) is not None else n for n in link)
+                                      for link in action.links), latency_ms=action.latency_ms)  # type: ignore[misc]
+        return super().apply(action)
+
+
+class ControllerLinkCutMovesTheLeader(Fake):
+    """A cut between two controllers after which another controller leads (as a disruptive election
+    would, without KIP-996's pre-vote): the quorum has a leader, not the same one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cut = False
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Cut):
+            self._cut |= any(all(controller_of(n) is not None for n in link) for link in action.links)
+        return super().apply(action)
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        if self._cut and obs.active_controller is not None:
+            return replace(obs, active_controller=(obs.active_controller + 1) % 3)
+        return obs

@@ -8,7 +8,10 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+import yaml
 from fake_backend import (
+    ControllerLinkCutLosesTheQuorum,
+    ControllerLinkCutMovesTheLeader,
     ElrLostOnControllerPowerOff,
     ElrLostOnFailover,
     Fake,
@@ -17,6 +20,7 @@ from fake_backend import (
     NoFailover,
     OneControllerCutCutsThemAll,
     OneControllerCutIgnored,
+    SlowToOneControllerSlowsThemAll,
 )
 
 from pytest_elr.actions import (
@@ -29,6 +33,7 @@ from pytest_elr.actions import (
     Produce,
     RestartController,
     ShutdownController,
+    Slow,
     StopController,
 )
 from pytest_elr.api import ClusterHandle
@@ -46,6 +51,8 @@ FAILOVER = Path(__file__).parent.parent / "scenarios" / "kip966_active_controlle
 ISOLATED = Path(__file__).parent.parent / "scenarios" / "kip966_active_controller_isolated.elr.yaml"
 POWER_OFF = Path(__file__).parent.parent / "scenarios" / "kip966_controller_power_off_mid_timeline.elr.yaml"
 CUT_FROM_ACTIVE = Path(__file__).parent.parent / "scenarios" / "broker_cut_from_active_controller.elr.yaml"
+CONTROLLER_LINK = Path(__file__).parent.parent / "scenarios" / "kip966_controller_link_cut_one_way.elr.yaml"
+SLOW_TO_ONE = Path(__file__).parent.parent / "scenarios" / "slow_to_the_active_controller_only.elr.yaml"
 
 
 def _model(controllers: int = 3) -> ModelCluster:
@@ -118,7 +125,7 @@ def test_the_python_api_crashes_the_active_controller() -> None:
     c.expect(active_controller="any", leader=0)
     with pytest.raises(ScenarioError, match="controller 3 is not in the cluster: it has 3 controllers"):
         c.crash_controller(3)
-    with pytest.raises(ScenarioError, match="expected a controller number, any or none"):
+    with pytest.raises(ScenarioError, match="expected a controller number, any, unchanged or none"):
         c.expect(active_controller="some")
     c.restart_controller("all")
     assert c.verdict().lost_count == 0
@@ -407,3 +414,113 @@ def test_the_report_names_a_link_to_one_controller() -> None:
     assert _link_label([[1, "controller:active"], ["controller:active", 1]]) == "1↔ctl active"
     assert _link_label([[1, "controller:0"]]) == "1↔ctl 0"
     assert _link_label([[1, "controller"]]) == "1↔ctl"
+
+
+# --- a link between two controllers, slow to one controller ----------------------------------
+
+
+def _voters(a: int, b: int) -> tuple[str, str]:
+    return one_controller(a), one_controller(b)
+
+
+@pytest.mark.parametrize("links", [(_voters(0, 1),), (_voters(1, 0),), (_voters(0, 1), _voters(1, 0)),
+                                   (_voters(1, 2),), (_voters(2, 1), _voters(1, 2))],
+                         ids=["leader-to-follower", "follower-to-leader", "pair", "followers", "followers-pair"])
+def test_a_cut_between_controllers_that_leaves_the_leader_a_majority_changes_nothing(links: tuple) -> None:
+    """KIP-996: the follower that lost the leader asks for pre-votes, the one that still fetches
+    from it refuses (FollowerState.canGrantVote); the leader keeps its majority's fetches."""
+    m = _model()
+    _below_min_isr(m)
+    before, epochs = m.part.view(), (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(Cut(links=links))
+    assert m.active_controller == 0 and m.has_quorum()
+    assert m.part.view() == before and (m.part.leader_epoch, m.part.partition_epoch) == epochs
+    m.apply(Crash(broker=2))  # the metadata still changes: the controller elects 1 from the ELR
+    m.apply(Heal(links=isolation_links(1, "all", BROKERS)))
+    assert m.part.leader == 1
+
+
+@pytest.mark.parametrize("links", [(_voters(0, 1), _voters(0, 2)), (_voters(1, 0), _voters(0, 2))])
+def test_a_leader_that_loses_its_round_trips_with_a_majority_is_refused(links: tuple) -> None:
+    m = _model()
+    with pytest.raises(ModelError, match="keeps no round trip with a majority of the voters"):
+        m.apply(Cut(links=links))
+
+
+def test_without_a_leader_a_candidate_needs_a_round_trip_with_a_majority() -> None:
+    """Controller 1's data to 2 is dropped, leader 0 crashes: neither 1 nor 2 hears a majority's
+    answers to its (pre-)votes, so no one leads and the metadata is frozen until the link heals."""
+    m = _model()
+    m.apply(Produce(count=5))
+    m.apply(Cut(links=(_voters(1, 2),)))
+    assert m.active_controller == 0
+    m.apply(CrashController(controller=0))
+    assert m.active_controller is None and not m.has_quorum()
+    m.apply(Crash(broker=0))
+    assert m.part.leader == 0 and not m.fenced  # no controller to fence it
+    m.apply(Heal(links=(_voters(1, 2),)))
+    assert m.active_controller == 1 and m.fenced == {0} and m.part.leader == 1
+
+
+def test_which_voter_wins_over_cut_links_is_timing() -> None:
+    from pytest_elr.model.alternatives import outcomes
+    m = _model()
+    m.apply(Cut(links=(_voters(0, 1),)))
+    assert {s.active_controller for s, _ in outcomes(m, CrashController(controller=0))} == {1, 2}
+
+
+def test_a_cut_between_controllers_is_written_back_and_read_again(tmp_path: Path) -> None:
+    cut = Cut(links=(_voters(0, 1),))
+    assert cut.to_yaml(BROKERS) == [{"cut": {"from": {"controller": 0}, "to": {"controller": 1}}}]
+    slow = Slow(links=((0, one_controller("active")),))
+    assert slow.to_yaml(BROKERS) == [{"slow": {"from": 0, "to": {"controller": "active"}}}]
+    doc = {"cluster": {"brokers": 3, "controllers": 3}, "topic": {"replicas": [0, 1, 2], "min_insync_replicas": 2},
+           "steps": [{"at": "T0", "do": cut.to_yaml(BROKERS) + slow.to_yaml(BROKERS)}]}
+    path = tmp_path / "back.elr.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert list(load_scenario(path).steps[0].actions) == [cut, slow]
+    assert load_scenario(CONTROLLER_LINK).steps[2].actions[0] == cut
+
+
+def test_slow_to_the_active_controller_holds_the_isr_change_and_to_another_nothing() -> None:
+    """A broker sends AlterPartition to the active controller alone: a slow link to it holds the
+    request, one to a follower holds nothing, and after a failover the request goes to the new one."""
+    m = _model()
+    m.apply(Slow(links=((0, one_controller(1)),)))
+    m.apply(Cut(links=isolation_links(2, "brokers", BROKERS)))
+    assert sorted(m.part.isr) == [0, 1] and m.held_alter(m.partition) == ()
+    m = _model()
+    m.apply(Slow(links=((0, one_controller("active")),)))
+    assert (0, one_controller(0)) in m.slow  # resolved when the step ran
+    m.apply(Cut(links=isolation_links(2, "brokers", BROKERS)))
+    assert sorted(m.part.isr) == [0, 1, 2] and m.held_alter(m.partition) == (0,)
+    m.apply(CrashController(controller="active"))
+    assert m.active_controller == 1 and sorted(m.part.isr) == [0, 1] and m.held_alter(m.partition) == ()
+
+
+@pytest.mark.parametrize("path", [CONTROLLER_LINK, SLOW_TO_ONE], ids=["controller-link", "slow-to-one"])
+def test_the_controller_link_scenarios_pass_on_a_faithful_system(path: Path, tmp_path: Path) -> None:
+    result = run_scenario(load_scenario(path), Fake(), "kafka", tmp_path)
+    assert result.passed, result.message
+
+
+def test_a_controller_link_cut_that_loses_the_quorum_is_caught_by_the_expectation() -> None:
+    result = run_scenario(load_scenario(CONTROLLER_LINK), ControllerLinkCutLosesTheQuorum(), "kafka")
+    assert not result.passed
+    assert "step Q1" in result.message
+    assert "active_controller: expected unchanged (0 at the previous step's end), observed none (no quorum leader)" \
+        in result.message
+
+
+def test_a_slow_link_to_one_controller_that_slows_them_all_is_caught_after_the_failover() -> None:
+    result = run_scenario(load_scenario(SLOW_TO_ONE), SlowToOneControllerSlowsThemAll(), "kafka")
+    assert not result.passed
+    assert "step failover" in result.message
+    assert "isr: expected [0, 1, 2], observed [0, 1]" in result.message
+
+
+def test_a_controller_link_cut_that_moves_the_leader_is_caught_by_the_expectation() -> None:
+    result = run_scenario(load_scenario(CONTROLLER_LINK), ControllerLinkCutMovesTheLeader(), "kafka")
+    assert not result.passed
+    assert "step Q1" in result.message
+    assert "active_controller: expected unchanged (0 at the previous step's end), observed 1" in result.message

@@ -71,7 +71,7 @@ from pytest_elr.backends.base import Backend, Session
 from pytest_elr.backends.kafka_pool import ClusterPool
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
-from pytest_elr.core.nodes import CONTROLLER, Node, controller_of
+from pytest_elr.core.nodes import CONTROLLER, Node, controller_of, is_controller
 from pytest_elr.core.observation import (
     ConsumedRecord,
     LossEvidence,
@@ -393,9 +393,10 @@ class KafkaBackend(Backend):
 
     @_do.register
     def _(self, action: Slow) -> Result:
+        ends = self._link_ends(action.links)
         for src, dst in action.links:
-            if dst == CONTROLLER:  # the model's meaning: requests held, heartbeats flow
-                self.faults.network.hold(_ref(src), "controller")
+            if is_controller(dst):  # the model's meaning: requests held, heartbeats flow
+                self.faults.network.hold(_ref(src), ends[dst])
             else:
                 self.faults.network.slow(_ref(src), _ref(dst), action.latency_ms)
         return None

@@ -362,22 +362,51 @@ class ModelCluster:
     def held_alter(self, p: ModelPartition) -> tuple[int, ...]:
         """The leader, when its AlterPartition waits on a slow (held) link to the controller."""
         req = p.pending_alter
-        if req is None or (req.leader, CONTROLLER) not in self.slow:
+        if req is None or not self._alter_held(req.leader):
             return ()
         return (req.leader,) if self._reachable(req.leader, CONTROLLER) else ()
+
+    def _alter_held(self, broker: int) -> bool:
+        """``broker``'s AlterPartition is held on its slow link: to ``controller``, or to the one
+        controller that is active now -- the broker sends it to the active controller alone
+        (AlterPartitionManager through the controller channel, as its heartbeats:
+        ``_reachable``), so a slow link to another controller holds nothing."""
+        slow = self.slow
+        if (broker, CONTROLLER) in slow:
+            return True
+        return self.active_controller is not None and (broker, one_controller(self.active_controller)) in slow
 
     def has_quorum(self) -> bool:
         """A majority of the voters runs. KIP-595 (KRaft, the Raft of the metadata log): a
         candidate "becomes leader" once it "receives votes from a majority of the voters", and a
         record is committed once a majority has it; so without a majority no metadata record is
         written. Measured on Kafka 4.4.0 with 3 controllers (tests/sut/test_controller_faults.py):
-        one crashed, another is active within seconds."""
+        one crashed, another is active within seconds. With links between controllers cut, the
+        quorum has a leader (``_elect_controller_over_cut_links``)."""
+        if self._controller_links_cut():
+            return self.active_controller is not None
         return 2 * len(self._voters_in_touch()) > self.controllers
+
     def _voters_in_touch(self) -> set[int]:
         """The running controllers that can reach each other: an isolated one (``isolate_controller``
         from the controllers) is a group of one, the rest one group -- KIP-595's majority must be
         among them."""
         return set(range(self.controllers)) - self.controllers_down - self.controllers_cut_from_controllers
+
+    def _voter_link(self, a: int, b: int) -> bool:
+        """Controller ``a``'s data reaches controller ``b``: neither is cut from the other controllers
+        (``isolate_controller``) nor is the directed link ``a -> b`` cut."""
+        isolated = self.controllers_cut_from_controllers
+        return a not in isolated and b not in isolated and (one_controller(a), one_controller(b)) not in self.cut
+
+    def _hearing(self, leader: int) -> set[int]:
+        """The running voters that fetch from ``leader`` and hear its answers (a round trip), itself
+        included: the voters it keeps as long as they are a majority."""
+        live = set(range(self.controllers)) - self.controllers_down
+        return {v for v in live if v == leader or (self._voter_link(v, leader) and self._voter_link(leader, v))}
+
+    def _controller_links_cut(self) -> bool:
+        return any(controller_of(a) is not None and controller_of(b) is not None for a, b in self.cut)
 
     def _elect_controller(self) -> None:
         """The quorum's leader after a change of the live voters: kept while it runs and a majority
@@ -386,6 +415,9 @@ class ModelCluster:
         implements it, "if the leader did not receive Fetch requests from a majority of the quorum
         for that amount of time [controller.quorum.fetch.timeout.ms], it would begin a new
         election" (measured on 4.4.0: ``kip966_active_controller_isolated``, step T2)."""
+        if self._controller_links_cut():
+            self._elect_controller_over_cut_links()
+            return
         in_touch = self._voters_in_touch()
         if not self.has_quorum():
             self.active_controller = None
@@ -402,6 +434,39 @@ class ModelCluster:
                 # "Public Interfaces": PartitionRecord, PartitionChangeRecord), which it replays.
                 for p in self.partitions.values():
                     p.part.elr, p.part.last_known_elr = [], []
+
+    def _elect_controller_over_cut_links(self) -> None:
+        """The quorum's leader with some directed links between controllers cut (``cut: {from:
+        {controller: 0}, to: {controller: 1}}``). Kafka 4.x KRaft (KafkaRaftClient, KIP-996
+        pre-vote): a voter whose fetches get no answer for ``controller.quorum.fetch.timeout.ms``
+        becomes a prospective candidate and asks the others for pre-votes; a voter that has fetched
+        from the leader in its epoch refuses any vote (FollowerState.canGrantVote), and a prospective
+        refused by a majority goes back to following the same leader (ProspectiveState). The leader
+        resigns only when no majority's fetches reached it within 1.5 x the fetch timeout
+        (LeaderState.timeUntilCheckQuorumExpires, pollLeader). So a leader that keeps a round trip
+        with a majority of the voters, itself counted, stays the leader however the others' links
+        are cut (measured on Kafka 4.4.0: ``kip966_controller_link_cut_one_way``). Without a leader
+        (it stopped), a candidate needs the answers of a majority to its vote requests: one of the
+        voters with a round trip to a majority wins (which one is timing), none if there is none.
+        A running leader that lost its round trip with a majority is not covered: whether it still
+        hears their fetches (one direction suffices for the check quorum, and a prospective voter
+        stops fetching for a while) and who wins then is timing the model does not cover."""
+        active = self.active_controller
+        if active is not None and active not in self.controllers_down:
+            if 2 * len(self._hearing(active)) > self.controllers:
+                return
+            raise ModelError(f"the active controller {active} keeps no round trip with a majority of the voters over "
+                             "the links between controllers: whether it resigns, and who leads then, is timing the "
+                             "model does not cover (KafkaRaftClient's check quorum hears one-way fetches)")
+        electable = sorted(c for c in set(range(self.controllers)) - self.controllers_down
+                           if 2 * len(self._hearing(c)) > self.controllers)
+        if not electable:
+            self.active_controller = None
+            return
+        self.active_controller = self.timing.choose(electable) if self.timing is not None else electable[0]
+        if not self.profile.rules.failover_replays_elr:  # the mutation switch of ``_elect_controller``
+            for p in self.partitions.values():
+                p.part.elr, p.part.last_known_elr = [], []
 
     def _controller_unreachable(self) -> bool:
         """The brokers cannot reach an active controller: it is cut from them. Others redirect a
@@ -597,6 +662,8 @@ class ModelCluster:
         links = self._resolve(action.links)
         self.cut |= set(links)
         self._note_down(links)
+        if self._controller_links_cut():
+            self._elect_controller()
         return None
 
     def _resolve(self, links: tuple[Link, ...]) -> tuple[Link, ...]:
@@ -616,7 +683,7 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Slow) -> Result:
-        self.slow |= set(action.links)
+        self.slow |= set(self._resolve(action.links))
         return None
 
     @_do.register
@@ -643,14 +710,17 @@ class ModelCluster:
             self.controllers_cut_from_controllers.clear()
             self._elect_controller()
         else:
+            broker_links = [link for link in links if not all(controller_of(n) is not None for n in link)]
             if any(CONTROLLER in link or controller_of(n) in self.controllers_cut_from_brokers
-                   for link in links for n in link) and self.controllers_cut_from_brokers:
+                   for link in broker_links for n in link) and self.controllers_cut_from_brokers:
                 # On Kafka a broker's links to ``controller`` are its links to every controller,
                 # the isolated one's too: healing them would end part of the isolation.
                 raise ModelError("a controller is isolated from the brokers: heal: all ends its isolation")
             to_controller = {int(src) for src, dst in links if dst == CONTROLLER and src != CONTROLLER}
             self.heartbeats_held -= to_controller
             self.assignments_held -= to_controller
+            if any(controller_of(a) is not None and controller_of(b) is not None for a, b in links):
+                self._elect_controller()
         return None
 
     @_do.register
@@ -1348,7 +1418,7 @@ class ModelCluster:
             return
         if part.leader != req.leader or not self.brokers[req.leader].running:
             p.pending_alter = None
-        elif self._reachable(req.leader, CONTROLLER) and (req.leader, CONTROLLER) not in self.slow:
+        elif self._reachable(req.leader, CONTROLLER) and not self._alter_held(req.leader):
             p.pending_alter = None
             before = set(part.isr)
             error = controller.alter_partition(part, req, self.ctx)

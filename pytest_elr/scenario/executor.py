@@ -59,6 +59,7 @@ from pytest_elr.scenario.schema import (
     ANY_CONTROLLER,
     ELECTION_COUNTS,
     PARTITIONS,
+    UNCHANGED,
     Failure,
     KnownFailure,
     Scenario,
@@ -146,7 +147,8 @@ class Difference:
 @dataclass
 class StepContext:
     hwm_before: int | None
-    #: the epochs observed at the previous step's end (``leader_epoch: unchanged`` compares with them)
+    #: the epochs and the active controller observed at the previous step's end (``leader_epoch:
+    #: unchanged``, ``active_controller: unchanged`` compare with them)
     epochs_before: dict[str, int | None] = field(default_factory=dict)
     produce: ProduceOutcome | None = None  # the step's last produce (a mapping ``produce:`` expectation)
     produces: list[ProduceOutcome] = field(default_factory=list)  # every produce, in order
@@ -325,7 +327,7 @@ class Executor:
         m = self.model.observe()
         self._epoch_base = {f: getattr(obs, f) - getattr(m, f) for f in EPOCHS
                             if getattr(obs, f) is not None and getattr(m, f) is not None}
-        self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
+        self.epochs_seen = {f: getattr(obs, f) for f in (*EPOCHS, "active_controller")}
         self._partition_epoch_mark = obs.partition_epoch
         self._partition_epoch_marks = {i: o.partition_epoch for i, o in obs.partitions.items()}
         if self.count_elections:
@@ -905,7 +907,7 @@ class Executor:
         if any(key in expected for key in ELECTION_COUNTS):
             mismatches += self._hold_election_counts(expected, obs, ctx)
         self._observe_and_record(obs)
-        self.epochs_seen = {f: getattr(obs, f) for f in EPOCHS}
+        self.epochs_seen = {f: getattr(obs, f) for f in (*EPOCHS, "active_controller")}
         self._hold_hwm_at_step_end(obs, hwm_bounds, ctx, other_bounds)
         self._judged = {"expected": {k: _as_yaml(v) for k, v in expected.items()},
                         "observed": {k: _observed(k, obs, ctx, v) for k, v in expected.items()},
@@ -1217,10 +1219,13 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
         elif key == "recovering" and obs.recovering != want:
             seen = "unknown (not read)" if obs.recovering is None else obs.recovering
             out.append(f"recovering: expected {want}, observed {seen}")
-        elif key == "active_controller" and not _is_active_controller(want, obs.active_controller):
+        elif key == "active_controller" and not _is_active_controller(want, obs.active_controller,
+                                                                      ctx.epochs_before.get("active_controller")):
             def name(c: int | str | None) -> str:
                 return "none (no quorum leader)" if c is None else str(c)
-            out.append(f"active_controller: expected {name(want)}, observed {name(obs.active_controller)}")
+            before = ctx.epochs_before.get("active_controller")
+            wanted = f"unchanged ({name(before)} at the previous step's end)" if want == UNCHANGED else name(want)
+            out.append(f"active_controller: expected {wanted}, observed {name(obs.active_controller)}")
         elif key == "produce":
             out += _compare_produces(want, ctx)
         elif key == "refused" and not _refused_as(want, ctx.refusals):
@@ -1250,8 +1255,11 @@ def _refusal_word(code: str | None) -> str:
     return "accepted" if code is None else f"refused with {code}"
 
 
-def _is_active_controller(want: int | str | None, got: int | None) -> bool:
-    """``active_controller: any`` is some controller; ``none`` (None) no quorum leader."""
+def _is_active_controller(want: int | str | None, got: int | None, before: int | None = None) -> bool:
+    """``active_controller: any`` is some controller; ``unchanged`` the one active at the previous
+    step's end; ``none`` (None) no quorum leader."""
+    if want == UNCHANGED:
+        return got is not None and got == before
     return got is not None if want == ANY_CONTROLLER else got == want
 
 

@@ -35,6 +35,7 @@ from pytest_elr.scenario.schema import (
     PARTITIONS,
     PREFERRED_LEADER,
     PREFERRED_SCOPE,
+    UNCHANGED,
     VERDICT_FAILURES,
     KnownFailure,
     LossExpectation,
@@ -626,9 +627,10 @@ class _Builder:
             if isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int":
                 if value.value in ("none", "null", "~", ""):
                     return None
-                if value.value == ANY_CONTROLLER:
-                    return ANY_CONTROLLER
-                r.fail(value, f"{what}: expected a controller number, any or none (no quorum), got {value.value!r}")
+                if value.value in (ANY_CONTROLLER, UNCHANGED):
+                    return value.value
+                r.fail(value, f"{what}: expected a controller number, any, unchanged or none (no quorum), "
+                              f"got {value.value!r}")
             index = r.integer(value, what, minimum=0)
             if self.controllers is not None and index >= self.controllers:
                 r.fail(value, f"{what}: controller {index} is not in the cluster: it has {self.controllers} "

@@ -36,6 +36,8 @@ ASSIGNED = "assigned"
 ELECTION_COUNTS = ("elr_elections", "unclean_elections")
 #: ``active_controller: any``: some controller leads the metadata quorum
 ANY_CONTROLLER = "any"
+#: ``active_controller: unchanged``: the controller that led at the previous step's end still leads
+UNCHANGED = "unchanged"
 #: what the executor holds a system to the model on (the state after every fault, caught-up
 #: followers, each produce's outcome): the keys of a step's ``differs``
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "leader_epoch",
