@@ -87,7 +87,8 @@ class ClusterHandle:
 
         def do(*args: Any, **kwargs: Any) -> ProduceOutcome | None:
             where = _caller()
-            for action in actions_from_python(form, _arguments(form, args, kwargs, where), self.brokers, where):
+            for action in actions_from_python(form, _arguments(form, args, kwargs, where), self.brokers, where,
+                                              self.topic.partitions):
                 self._apply(action, where)
             return self._ctx.produce if form == "produce" else None
 

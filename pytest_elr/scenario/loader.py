@@ -696,6 +696,7 @@ def check_sequence(steps: list[Step], cluster: ClusterSpec, path: str,
 
 #: a partition's leader runs (a paused one leads until its session expires)
 _LEADS: frozenset[Lifecycle] = frozenset({"up", "paused"})
+_SAID: dict[Lifecycle, str] = {"up": "running", "down": "stopped", "paused": "paused"}
 #: most ways the symbols may have named brokers that the check follows at once
 _MAX_WORLDS = 4096
 
@@ -731,6 +732,10 @@ class _Worlds:
                 return (f"{{leader_of: {p}}} names, in {action.kind}, the broker it named when last resolved (the "
                         f"one a fault hit), and no action before resolves it: name the broker by its id, or aim a "
                         f"fault at {{leader_of: {p}}} first (e.g. crash: {{leader_of: {p}}})")
+        for s in recalled:  # the broker it named, in the state it is in whichever it is
+            problem = self._recalled_in(action, s)
+            if problem is not None:
+                return problem
         fresh = [s for s in symbols if s not in recalled]
         after: set[_World] = set()
         failed: list[tuple[_World, str]] = []
@@ -768,6 +773,20 @@ class _Worlds:
             self.lines[s] = line
         self.worlds = after
         return None
+
+    def _recalled_in(self, action: Action, symbol: str) -> str | None:
+        """Why the broker ``symbol`` last named cannot take the action: the same state in every world."""
+        named = {(dict(w.named)[symbol], dict(w.states)[dict(w.named)[symbol]]) for w in self.worlds}
+        states = {state for _, state in named}
+        if action.needs is None or len(states) != 1 or states <= action.needs:
+            return None
+        brokers = sorted(b for b, _ in named)
+        which = f"broker {brokers[0]}" if len(brokers) == 1 else \
+            f"broker {', '.join(map(str, brokers[:-1]))} or {brokers[-1]}, whichever it is"
+        state, = states
+        return (f"{{leader_of: {partition_led(symbol)}}} names the broker it named at line {self.lines[symbol]} "
+                f"({which}), which is {_SAID[state]} at this point; the action needs it "
+                f"{' or '.join(_SAID[s] for s in sorted(action.needs))}")
 
     def _leaders(self, partition: int, states: dict[int, Lifecycle]) -> list[int]:
         replicas = dict.fromkeys((*self.assignment[partition], *(sorted(self.moved_to) if partition == 0 else ())))
@@ -853,9 +872,12 @@ def expectation_from_python(expected: dict[str, Any], brokers: tuple[int, ...],
     return out
 
 
-def actions_from_python(form: str, value: Any, brokers: tuple[int, ...], where: tuple[str, int]) -> list[Action]:
-    """One action call of the Python API, validated exactly as a ``- <form>: <value>`` item."""
+def actions_from_python(form: str, value: Any, brokers: tuple[int, ...], where: tuple[str, int],
+                        partitions: int | None = None) -> list[Action]:
+    """One action call of the Python API, validated exactly as a ``- <form>: <value>`` item
+    (``partitions``: the topic's, which ``{leader_of: N}`` names)."""
     reader = PythonReader(where, brokers)
+    reader.partitions = partitions
     if form not in FORMS:
         reader.fail(None, f"unknown action {form!r}{did_you_mean(form, action_forms())}; "
                           f"actions are {', '.join(action_forms())}")
