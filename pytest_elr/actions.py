@@ -409,7 +409,8 @@ class Heal(Action):
 
 @dataclass(frozen=True)
 class BrokerAction(Action):
-    """An action on one broker's process; ``- <kind>: <id or [ids]>`` builds one per broker."""
+    """An action on one broker's process; ``- <kind>: <id or [ids]>`` builds one per broker (an id
+    or ``{leader_of: N}``, the broker leading partition N when the step runs)."""
 
     #: a broker id, or a symbolic target (``leader_of(N)``: resolved when the step runs)
     broker: BrokerRef
@@ -491,8 +492,6 @@ class PowerOff(Action):
     brokers: tuple[BrokerRef, ...]
     kind: ClassVar[str] = "power_off"
     lossy: ClassVar[bool] = True
-    needs: ClassVar[frozenset[Lifecycle] | None] = _RUNNING
-    leaves: ClassVar[Lifecycle | None] = "down"
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:

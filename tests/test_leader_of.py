@@ -237,3 +237,16 @@ def test_a_partition_the_topic_lacks_is_refused_from_python_and_when_the_step_ru
                                             r"and nothing resolved it before"):
         c.do(Restart(broker=leader_of(1)))
     c.close()
+
+
+def test_too_many_ways_the_symbols_may_have_named_brokers_are_refused_with_the_line() -> None:
+    """Four symbols on nine brokers, each partition on all nine, each recalled later: the brokers
+    paused may be any four, in any order; the check stops rather than follow thousands of them."""
+    pauses = ", ".join(f"{{pause: {{leader_of: {p}}}}}" for p in range(4))
+    resumes = ", ".join(f"{{resume: {{leader_of: {p}}}}}" for p in range(4))
+    text = ("cluster: {brokers: 9}\ntopic: {partitions: 4, replicas: 9, min_insync_replicas: 1}\nsteps:\n"
+            f"  - at: s1\n    do: [{pauses}]\n  - at: s2\n    do: [{resumes}]\n")
+    with pytest.raises(ScenarioError, match=r"^w.elr.yaml:5: step s1: pause: the symbolic targets \(\{leader_of: N\}\) "
+                                            r"so far leave more than 512 ways the brokers may be: too many to check"):
+        parse_scenario(text, "w.elr.yaml")
+    parse_scenario(text.replace("replicas: 9", "replicas: 2"), "w.elr.yaml")  # two candidates each: few ways

@@ -8,7 +8,7 @@ without bound, tabs and empty documents are refused.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -686,7 +686,8 @@ def check_sequence(steps: list[Step], cluster: ClusterSpec, path: str,
     broker, crash one twice, resume one that is not paused...). A symbolic target
     (``{leader_of: N}``) leaves which broker an action hits open: the check follows every broker
     it may name (``_Worlds``) and refuses an action it can tell only in some of them."""
-    worlds = _Worlds(cluster.brokers, assignment or (tuple(cluster.brokers),))
+    recalled = {s for step in steps for a in step.actions if a.recalls for s in a.symbols()}
+    worlds = _Worlds(cluster.brokers, assignment or (tuple(cluster.brokers),), recalled)
     for step in steps:
         for action, line in zip(step.actions, step.action_lines or [step.line] * len(step.actions), strict=True):
             problem = action.refused_by(cluster) or worlds.apply(action, line)
@@ -698,7 +699,7 @@ def check_sequence(steps: list[Step], cluster: ClusterSpec, path: str,
 _LEADS: frozenset[Lifecycle] = frozenset({"up", "paused"})
 _SAID: dict[Lifecycle, str] = {"up": "running", "down": "stopped", "paused": "paused"}
 #: most ways the symbols may have named brokers that the check follows at once
-_MAX_WORLDS = 4096
+_MAX_WORLDS = 512
 
 
 @dataclass(frozen=True)
@@ -707,7 +708,9 @@ class _World:
     symbol named when it was last resolved."""
 
     states: tuple[tuple[int, Lifecycle], ...]
-    named: tuple[tuple[str, int], ...]
+    named: tuple[tuple[str, int], ...]  # only the symbols some action recalls
+    #: a way the symbols resolved to reach it, to say so: (symbol, line, broker) (not part of the world)
+    how: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
 
 
 class _Worlds:
@@ -716,9 +719,11 @@ class _Worlds:
     may name any replica of its partition that may lead then (partition 0's: any broker a
     ``reassign`` named too); one recalled (``restart: {leader_of: N}``) names what it named last."""
 
-    def __init__(self, brokers: tuple[int, ...], assignment: tuple[tuple[int, ...], ...]) -> None:
+    def __init__(self, brokers: tuple[int, ...], assignment: tuple[tuple[int, ...], ...],
+                 recalled: set[str]) -> None:
         self.worlds = {_World(tuple((b, "up") for b in brokers), ())}
         self.assignment = assignment
+        self.recalled = recalled  # the symbols some action recalls: the only ones whose broker is kept
         self.moved_to: set[int] = set()
         self.lines: dict[str, int] = {}  # where each symbol was last resolved
 
@@ -752,8 +757,10 @@ class _Worlds:
                 if problem is not None:
                     problems.append(self._said(choice, recalled) + problem)
                     continue
-                after.add(_World(tuple(sorted({**states, **done.transitions()}.items())),
-                                 tuple(sorted({**named, **{s: choice[s] for s in fresh}}.items()))))
+                kept = {**named, **{s: choice[s] for s in fresh if s in self.recalled}}
+                how = {**{s: (at, b) for s, at, b in world.how}, **{s: (line, choice[s]) for s in fresh}}
+                after.add(_World(tuple(sorted({**states, **done.transitions()}.items())), tuple(sorted(kept.items())),
+                                 tuple((s, at, b) for s, (at, b) in sorted(how.items()))))
             if not choices:
                 problems.append(self._no_leader(action, states))
             if problems and len(problems) == len(choices or [None]):
@@ -811,8 +818,8 @@ class _Worlds:
 
     def _how(self, world: _World) -> str:
         """The world as the symbols name brokers in it."""
-        return " and ".join(f"{{leader_of: {partition_led(s)}}} at line {self.lines[s]} named broker {b}"
-                            for s, b in world.named)
+        return " and ".join(f"{{leader_of: {partition_led(s)}}} at line {at} named broker {b}"
+                            for s, at, b in world.how)
 
 
 def _duplicate(action: Action) -> str | None:
