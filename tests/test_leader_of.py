@@ -191,9 +191,8 @@ def test_a_partition_with_no_leader_when_the_step_runs_is_an_error_of_the_scenar
     know it: every broker runs)."""
     result = run_scenario(parse_scenario(LEADERLESS, "l.elr.yaml"), backend(), "kip966", tmp_path)
     assert not result.passed
-    assert result.message == ("l.elr.yaml:8: step s2 (l.elr.yaml:8): crash: {leader_of: 2}: partition 2 has no leader "
-                              "when the step runs, so {leader_of: 2} names no broker (an error of the scenario, not "
-                              "a finding)")
+    assert result.message == ("l.elr.yaml:8: step s2: crash: {leader_of: 2}: partition 2 has no leader when the step "
+                              "runs, so {leader_of: 2} names no broker (an error of the scenario, not a finding)")
     events = _events(result)
     assert [e["type"] for e in events if e["type"] in ("scenario_error", "disagreement")] == ["scenario_error"]
     assert json.loads((result.history_dir / "meta.json").read_text())["outcome"] == "error"
@@ -211,7 +210,8 @@ def test_a_resolved_broker_in_the_wrong_state_is_an_error_when_the_step_runs(tmp
     c = _handle(tmp_path)
     c.crash(leader_of=2)  # broker 2
     c.restart(2)
-    with pytest.raises(ScenarioError, match=r"restart: \{leader_of: 2\}: \{leader_of: 2\} named broker 2, and the "
+    with pytest.raises(ScenarioError, match=r"^.*test_leader_of.py:\d+: restart: \{leader_of: 2\}: \{leader_of: 2\} "
+                                            r"named broker 2, and the "
                                             r"action cannot be done: broker 2 is running at this point, the action "
                                             r"needs it stopped \(an error of the scenario, not a finding\)"):
         c.restart(leader_of=2)

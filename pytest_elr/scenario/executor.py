@@ -508,21 +508,22 @@ class Executor:
         done on here (no leader, a broker in the wrong state) is an error of the scenario."""
         said = " ".join(f"{k}: {_flow(v)}" for item in action.to_yaml(self.scenario.cluster.brokers)
                         for k, v in item.items())
-        where = f"step {self.history.step} ({self.scenario.path}:{self._line}): {said}"
+        where = f"step {self.history.step} ({self.scenario.path}:{self._line}): {said}"  # a failure's words
+        said = f"step {self.history.step}: {said}" if self.history.step else said  # a ScenarioError's: with its line
         chosen: dict[str, int] = {}
         for symbol in action.symbols():
             p = partition_led(symbol)
             assert p is not None
             if action.recalls:
                 if symbol not in self.named_by:
-                    raise ScenarioError(f"{where}: {{{LEADER_OF}: {p}}} names the broker it named when last "
+                    raise ScenarioError(f"{said}: {{{LEADER_OF}: {p}}} names the broker it named when last "
                                         "resolved, and nothing resolved it before", self.scenario.path, self._line)
                 chosen[symbol] = self.named_by[symbol]
                 continue
             if p >= self.scenario.topic.partitions:
-                raise ScenarioError(f"{where}: no partition {p}: the topic has {self.scenario.topic.partitions}",
+                raise ScenarioError(f"{said}: no partition {p}: the topic has {self.scenario.topic.partitions}",
                                     self.scenario.path, self._line)
-            chosen[symbol] = self._leader_now(p, action, where)
+            chosen[symbol] = self._leader_now(p, action, where, said)
         done = action.resolved(chosen)
         said_as = ", ".join(f"{{{LEADER_OF}: {partition_led(k)}}} named broker {b}" for k, b in chosen.items())
         brokers = list(getattr(done, "brokers", ()))
@@ -532,14 +533,14 @@ class Executor:
         if getattr(done, "links", None) == ():
             problem = "it names no link between two different brokers"
         if problem is not None:
-            raise ScenarioError(f"{where}: {said_as}, and the action cannot be done: {problem} (an error of the "
+            raise ScenarioError(f"{said}: {said_as}, and the action cannot be done: {problem} (an error of the "
                                 "scenario, not a finding)", self.scenario.path, self._line)
         if not action.recalls:
             self.named_by.update(chosen)
         return done, [{LEADER_OF: partition_led(k), "broker": b, "recalled": action.recalls}
                       for k, b in chosen.items()]
 
-    def _leader_now(self, p: int, action: Action, where: str) -> int:
+    def _leader_now(self, p: int, action: Action, where: str, said: str) -> int:
         """Partition ``p``'s leader as the system reports it and as the model has it, which must agree."""
         assert self.model is not None
         if not self._shadow:  # the model is the system
@@ -569,7 +570,7 @@ class Executor:
                 self.alternatives.keep(lambda _, s: s.partitions[p].part.leader == leader)
                 self.model = self.alternatives.canonical
         if leader is None:
-            raise ScenarioError(f"{where}: partition {p} has no leader when the step runs, so {{{LEADER_OF}: {p}}} "
+            raise ScenarioError(f"{said}: partition {p} has no leader when the step runs, so {{{LEADER_OF}: {p}}} "
                                 "names no broker (an error of the scenario, not a finding)",
                                 self.scenario.path, self._line)
         return leader
