@@ -16,7 +16,7 @@ is this file plus one handler per backend.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, Literal
 
 import yaml
@@ -26,12 +26,15 @@ from pytest_elr.core.nodes import (
     ACTIVE,
     CONTROLLER,
     ISOLATION_SCOPES,
+    LEADER_OF,
+    BrokerRef,
     IsolationScope,
     Link,
     Node,
     controller_of,
     is_controller,
     isolation_links,
+    partition_led,
 )
 from pytest_elr.core.reader import Reader
 from pytest_elr.core.specs import ClusterSpec
@@ -69,6 +72,13 @@ class Action:
     draw: ClassVar[Draw | None] = None
     #: log dirs each broker must have (``cluster: {log_dirs: N}``) for the action to be done
     log_dirs_needed: ClassVar[int] = 1
+    #: the state the action leaves its brokers' processes in (None: unchanged)
+    leaves: ClassVar[Lifecycle | None] = None
+    #: the states its brokers' processes must be in (None: any)
+    needs: ClassVar[frozenset[Lifecycle] | None] = None
+    #: it undoes a fault on a broker (``restart``, ``resume``, ``heal``): ``{leader_of: N}`` names the
+    #: broker the symbol named when it was last resolved, not the partition's leader now
+    recalls: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -102,17 +112,43 @@ class Action:
     # --- what it touches ----------------------------------------------------------------------
 
     def named_brokers(self) -> tuple[int, ...]:
-        """Every broker id the action names (for validation against the cluster)."""
-        ids: list[int] = []
+        """Every broker id the action names (for validation against the cluster; not the symbolic
+        targets, see ``symbols``)."""
+        return tuple(n for n in self._broker_refs() if isinstance(n, int))
+
+    def symbols(self) -> tuple[str, ...]:
+        """The symbolic targets the action names (``leader_of(N)``), each once, in order."""
+        return tuple(dict.fromkeys(n for n in self._broker_refs() if partition_led(n) is not None))
+
+    def _broker_refs(self) -> list[Node]:
+        refs: list[Node] = []
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "broker":
-                ids.append(value)
+                refs.append(value)
             elif f.name == "brokers":
-                ids += list(value)
+                refs += list(value)
             elif f.name == "links":
-                ids += [n for link in value or () for n in link if isinstance(n, int)]
-        return tuple(ids)
+                refs += [n for link in value or () for n in link]
+        return refs
+
+    def resolved(self, brokers: Mapping[str, int]) -> Action:
+        """The action with each symbolic target as the broker ``brokers`` gives it; a link between a
+        broker and itself, which a target may come to name (``cut: {between: [{leader_of: 2}, 0]}``
+        while broker 0 leads partition 2), is left out."""
+        if not self.symbols():
+            return self
+        changes: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "broker":
+                changes["broker"] = brokers.get(value, value)
+            elif f.name == "brokers":
+                changes["brokers"] = tuple(brokers.get(b, b) for b in value)
+            elif f.name == "links" and value is not None:
+                links = ((brokers.get(a, a), brokers.get(b, b)) for a, b in value)  # type: ignore[arg-type]
+                changes["links"] = tuple(dict.fromkeys(link for link in links if link[0] != link[1]))
+        return replace(self, **changes)
 
     def transitions(self) -> dict[int, Lifecycle]:
         """The state each broker's process is left in (empty: no process changes)."""
@@ -160,8 +196,11 @@ _RUNNING: frozenset[Lifecycle] = frozenset({"up", "paused"})
 _SAYS: dict[Lifecycle, str] = {"up": "running", "down": "stopped", "paused": "paused"}
 
 
-def _refused(needs: frozenset[Lifecycle] | None, brokers: list[int], states: Mapping[int, Lifecycle]) -> str | None:
+def _refused(needs: frozenset[Lifecycle] | None, brokers: list[BrokerRef],
+             states: Mapping[int, Lifecycle]) -> str | None:
     for b in brokers:
+        if not isinstance(b, int):
+            continue  # a symbolic target: checked when the step runs (``Executor``), and by the loader
         state = states.get(b, "up")
         if needs is not None and state not in needs:
             wanted = " or ".join(sorted(_SAYS[s] for s in needs))
@@ -226,15 +265,24 @@ def _links_refused(links: Iterable[Link] | None, cluster: ClusterSpec) -> str | 
 
 
 def _yaml_node(node: Node) -> Any:
-    """A link end as YAML writes it."""
+    """A link end (or a broker target) as YAML writes it."""
+    partition = partition_led(node)
+    if partition is not None:
+        return {LEADER_OF: partition}
     target = controller_of(node)
     return node if target is None else {CONTROLLER: target}
+
+
+def _is_target(arg: yaml.Node) -> bool:
+    """``arg`` is a mapping that names a symbolic broker target (``{leader_of: N}``)."""
+    return isinstance(arg, yaml.MappingNode) and any(
+        isinstance(k, yaml.ScalarNode) and k.value == LEADER_OF for k, _ in arg.value)
 
 
 def _scope_of(links: Iterable[Link], brokers: tuple[int, ...]) -> tuple[int, IsolationScope] | None:
     """The (broker, scope) whose isolation is exactly ``links``, if any."""
     wanted = set(links)
-    for b in brokers:
+    for b in (*brokers, *(n for link in wanted for n in link if partition_led(n) is not None)):
         for scope in ISOLATION_SCOPES:
             if wanted == set(isolation_links(b, scope, brokers)):
                 return b, scope
@@ -261,27 +309,27 @@ class Cut(Action):
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
         if form == "cut":
             return [cls(links=_read_links(r, arg, what))]
-        if isinstance(arg, yaml.MappingNode):  # isolate: {broker: b, from: all|brokers|controller}
+        if isinstance(arg, yaml.MappingNode) and not _is_target(arg):  # {broker: b, from: all|brokers|controller}
             doc = r.mapping(arg, what, ("broker", "from"))
             if "broker" not in doc:
                 r.fail(arg, f"{what}: missing 'broker'")
-            broker = r.broker(doc["broker"], f"{what}.broker")
+            broker = r.target(doc["broker"], f"{what}.broker")
             scope: IsolationScope = "all"
             if "from" in doc and isinstance(doc["from"], yaml.MappingNode):  # from: {controller: n|active}
                 peer = r.node(doc["from"], f"{what}.from")
                 return [cls(links=((broker, peer), (peer, broker)))]
             if "from" in doc:
                 scope = r.string(doc["from"], f"{what}.from", ISOLATION_SCOPES)  # type: ignore[assignment]
-            return [cls(links=isolation_links(broker, scope, r.brokers))]
+            return [cls(links=isolation_links(broker, scope, r.brokers))]  # type: ignore[arg-type]
         links: list[Link] = []
-        for b in r.brokers_list(arg, what):
-            links += isolation_links(b, "all", r.brokers)
+        for b in r.targets(arg, what):
+            links += isolation_links(b, "all", r.brokers)  # type: ignore[arg-type]
         return [cls(links=tuple(dict.fromkeys(links)))]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
         scoped = _scope_of(self.links, brokers)
         if scoped is not None:
-            return [{"isolate": {"broker": scoped[0], "from": scoped[1]}}]
+            return [{"isolate": {"broker": _yaml_node(scoped[0]), "from": scoped[1]}}]
         return [_link_item("cut", link) for link in self.links]
 
     def refused_by(self, cluster: ClusterSpec) -> str | None:
@@ -351,16 +399,17 @@ class Heal(Action):
     links: tuple[Link, ...] | None = None
     kind: ClassVar[str] = "heal"
     draw: ClassVar[Draw | None] = "heal"
+    recalls: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
         if isinstance(arg, yaml.ScalarNode) and arg.value == "all":
             return [cls(links=None)]
-        if isinstance(arg, yaml.MappingNode):
+        if isinstance(arg, yaml.MappingNode) and not _is_target(arg):
             return [cls(links=_read_links(r, arg, what))]
         links: list[Link] = []
-        for b in r.brokers_list(arg, what):
-            links += isolation_links(b, "all", r.brokers)
+        for b in r.targets(arg, what):  # {leader_of: N}: the broker it named when last resolved
+            links += isolation_links(b, "all", r.brokers)  # type: ignore[arg-type]
         return [cls(links=tuple(links))]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -368,7 +417,7 @@ class Heal(Action):
             return [{"heal": "all"}]
         scoped = _scope_of(self.links, brokers)
         if scoped is not None and scoped[1] == "all":
-            return [{"heal": scoped[0]}]
+            return [{"heal": _yaml_node(scoped[0])}]
         return [_link_item("heal", link) for link in self.links]
 
     def refused_by(self, cluster: ClusterSpec) -> str | None:
@@ -380,23 +429,23 @@ class Heal(Action):
 
 @dataclass(frozen=True)
 class BrokerAction(Action):
-    """An action on one broker's process; ``- <kind>: <id or [ids]>`` builds one per broker."""
+    """An action on one broker's process; ``- <kind>: <id or [ids]>`` builds one per broker (an id
+    or ``{leader_of: N}``, the broker leading partition N when the step runs)."""
 
-    broker: int
-    #: the state the broker's process is left in (None: unchanged)
-    leaves: ClassVar[Lifecycle | None] = None
-    #: the states the broker's process must be in (None: any)
-    needs: ClassVar[frozenset[Lifecycle] | None] = None
+    #: a broker id, or a symbolic target (``leader_of(N)``: resolved when the step runs)
+    broker: BrokerRef
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        return [cls(broker=b) for b in r.brokers_list(arg, what)]
+        return [cls(broker=b) for b in r.targets(arg, what)]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
-        return [{self.kind: self.broker}]
+        return [{self.kind: _yaml_node(self.broker)}]
 
     def transitions(self) -> dict[int, Lifecycle]:
-        return {self.broker: self.leaves} if self.leaves is not None else {}
+        if self.leaves is None or not isinstance(self.broker, int):
+            return {}  # a symbolic target's: the executor's resolved action, the loader's ``check_sequence``
+        return {self.broker: self.leaves}
 
     def refused_in(self, states: Mapping[int, Lifecycle]) -> str | None:
         return _refused(self.needs, [self.broker], states)
@@ -460,19 +509,19 @@ class Crash(BrokerAction):
 class PowerOff(Action):
     """Lossy unclean shutdown of one or more brokers at once: unsynced data is gone."""
 
-    brokers: tuple[int, ...]
+    brokers: tuple[BrokerRef, ...]
     kind: ClassVar[str] = "power_off"
     lossy: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        return [cls(brokers=tuple(r.brokers_list(arg, what)))]
+        return [cls(brokers=tuple(r.targets(arg, what)))]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
-        return [{"power_off": list(self.brokers)}]
+        return [{"power_off": [_yaml_node(b) for b in self.brokers]}]
 
     def transitions(self) -> dict[int, Lifecycle]:
-        return dict.fromkeys(self.brokers, "down")
+        return dict.fromkeys((b for b in self.brokers if isinstance(b, int)), "down")
 
     def refused_in(self, states: Mapping[int, Lifecycle]) -> str | None:
         return _refused(_RUNNING, list(self.brokers), states)
@@ -485,6 +534,7 @@ class Restart(BrokerAction):
     kind: ClassVar[str] = "restart"
     needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"down"})
     leaves: ClassVar[Lifecycle | None] = "up"
+    recalls: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -525,6 +575,7 @@ class Resume(BrokerAction):
     kind: ClassVar[str] = "resume"
     needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"paused"})
     leaves: ClassVar[Lifecycle | None] = "up"
+    recalls: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,8 @@ class ClusterHandle:
 
         def do(*args: Any, **kwargs: Any) -> ProduceOutcome | None:
             where = _caller()
-            for action in actions_from_python(form, _arguments(form, args, kwargs, where), self.brokers, where):
+            for action in actions_from_python(form, _arguments(form, args, kwargs, where), self.brokers, where,
+                                              self.topic.partitions):
                 self._apply(action, where)
             return self._ctx.produce if form == "produce" else None
 
@@ -108,7 +109,10 @@ class ClusterHandle:
             # What a lossy action may take is read first, so its loss is proved by presence (a
             # YAML run reads at each step's end; a script has steps only where it calls expect).
             self._executor.read_for_presence(f"line {where[1]}", self._executor.backend.observe())
-        self._executor.apply(action, self._ctx)
+        try:
+            self._executor.apply(action, self._ctx)
+        except ScenarioError as exc:  # a target the call cannot be done on when it runs: at the caller's line
+            raise ScenarioError(exc.message, *where) from None
 
     def _refuse_after_verdict(self, what: str, where: tuple[str, int]) -> None:
         if self.result is not None:

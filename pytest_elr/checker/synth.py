@@ -142,6 +142,8 @@ def every_event_type() -> SyntheticHistory:
     h.add("election_counts", at="T6", counts={"elr_elections": 3, "unclean_elections": 0},
           since_start={"elr_elections": 1})
     h.send(1, 0).add("hwm_read", partition=0, hwm=1, reader="tail").read(0, "v1")
+    h.add("scenario_error", message="s.elr.yaml:9: step T1 (s.elr.yaml:9): crash: {leader_of: 2}: partition 2 has "
+                                    "no leader when the step runs, so {leader_of: 2} names no broker")
     return h.add("backend_error", message="cluster could not heal").add("step", phase="end")
 
 

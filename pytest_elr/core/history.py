@@ -42,6 +42,8 @@ EVENT_TYPES: dict[str, str] = {
     "model_error": "the shadow model could not apply an action the real cluster took",
     "refused": "the controller refused an operator request (reassign, cancel_reassignment), with its error code",
     "backend_error": "the backend failed to close (a cluster that could not heal)",
+    "scenario_error": "a step the scenario wrote could not be done when it ran (a symbolic target naming no "
+                      "broker, or one in the wrong state): an error of the scenario, not a finding",
     "registration_miss": "no controller's metadata log held a record of the observed state, and why "
                          "(the partition epoch and LeaderRecoveryState are then unknown)",
     "election_counts": "the system's election counters (Kafka's controller meters), read at the start and "

@@ -11,6 +11,25 @@ Link = tuple[Node, Node]  # (source, destination): the direction requests travel
 #: the word for the controller leading the quorum, found when the step runs
 ACTIVE = "active"
 
+#: the key of a symbolic broker target: ``{leader_of: N}``, the broker leading partition N when
+#: the step runs (docs/language.md, "The leader of a partition as a target")
+LEADER_OF = "leader_of"
+#: a broker as an action names it: its id, or a symbolic target (``leader_of(2)``)
+BrokerRef = Union[int, str]  # noqa: UP007 -- a runtime alias, as Node
+
+
+def leader_of(partition: int) -> str:
+    """The broker leading ``partition`` when the step runs, as an action's broker or a link end:
+    ``leader_of:<N>``. YAML writes it ``{leader_of: N}``; the executor resolves it (``Executor``)."""
+    return f"{LEADER_OF}:{partition}"
+
+
+def partition_led(node: object) -> int | None:
+    """The partition whose leader ``node`` names (``leader_of(N)``); None: not a symbolic target."""
+    if not isinstance(node, str) or not node.startswith(LEADER_OF + ":"):
+        return None
+    return int(node[len(LEADER_OF) + 1:])
+
 
 def one_controller(target: int | str) -> str:
     """One controller of the quorum as a link end: ``controller:<n>`` (0 .. controllers - 1), or

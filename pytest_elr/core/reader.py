@@ -16,7 +16,7 @@ import yaml
 
 from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.limits import MAX_NAME_CHARS, MAX_TEXT_CHARS, MAX_VALUES
-from pytest_elr.core.nodes import ACTIVE, CONTROLLER, Node, one_controller
+from pytest_elr.core.nodes import ACTIVE, CONTROLLER, LEADER_OF, BrokerRef, Node, leader_of, one_controller
 
 _TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = frozenset(f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq"))
@@ -39,12 +39,14 @@ class Reader:
     """Walks composed YAML nodes, counting them and raising ScenarioError with lines.
 
     ``brokers`` are the cluster's broker ids once the cluster is read: ids are checked against
-    them.
+    them; ``partitions`` the topic's partitions once the topic is read (``{leader_of: N}`` is
+    checked against them; None: not known here, the executor checks it when the step runs).
     """
 
-    def __init__(self, path: str, brokers: tuple[int, ...] = ()) -> None:
+    def __init__(self, path: str, brokers: tuple[int, ...] = (), partitions: int | None = None) -> None:
         self.path = path
         self.brokers = brokers
+        self.partitions = partitions
         self.visited = 0
 
     def fail(self, node: yaml.Node | None, message: str) -> NoReturn:
@@ -174,13 +176,43 @@ class Reader:
             return [self.broker(node, what)]
         return [self.broker(n, what) for n in self.sequence(node, what)]
 
-    def node(self, node: yaml.Node, what: str) -> Node:
-        """A broker id, ``controller`` (every controller), or ``{controller: n|active}`` (one; its
-        number is checked against the cluster with the action, ``Action.refused_by``)."""
+    def target(self, node: yaml.Node, what: str) -> BrokerRef:
+        """A broker id, or ``{leader_of: N}``: the broker leading partition N when the step runs."""
         if isinstance(node, yaml.MappingNode):
-            doc = self.mapping(node, what, (CONTROLLER,))
-            if CONTROLLER not in doc:
-                self.fail(node, f"{what}: expected {{controller: <number or {ACTIVE}>}}")
+            doc = self.mapping(node, what, (LEADER_OF,))
+            if LEADER_OF not in doc:
+                self.fail(node, f"{what}: expected a broker id or {{{LEADER_OF}: <partition>}}")
+            return self.leader_of(doc[LEADER_OF], f"{what}.{LEADER_OF}")
+        return self.broker(node, what)
+
+    def targets(self, node: yaml.Node, what: str) -> list[BrokerRef]:
+        """One target (a broker id or ``{leader_of: N}``), or a list of them."""
+        if isinstance(node, yaml.SequenceNode):
+            return [self.target(n, what) for n in self.sequence(node, what)]
+        return [self.target(node, what)]
+
+    def leader_of(self, node: yaml.Node, what: str) -> str:
+        """``N`` of ``{leader_of: N}``: a partition of the topic."""
+        if not (isinstance(node, yaml.ScalarNode) and node.tag == f"{_TAG}int"):
+            self.fail(node, f"{what}: expected a partition number, got {_shown(node)}")
+        partition = self.integer(node, what, minimum=0)
+        n = self.partitions
+        if n is not None and partition >= n:
+            self.fail(node, f"{what}: no partition {partition}: the topic has {n} partition{'s' if n > 1 else ''} "
+                            f"(0..{n - 1}; topic: {{partitions: {partition + 1}}} for more)")
+        return leader_of(partition)
+
+    def node(self, node: yaml.Node, what: str) -> Node:
+        """A broker id, ``controller`` (every controller), ``{controller: n|active}`` (one; its
+        number is checked against the cluster with the action, ``Action.refused_by``), or
+        ``{leader_of: N}`` (the broker leading partition N when the step runs)."""
+        if isinstance(node, yaml.MappingNode):
+            doc = self.mapping(node, what, (CONTROLLER, LEADER_OF))
+            if LEADER_OF in doc and len(doc) == 1:
+                return self.leader_of(doc[LEADER_OF], f"{what}.{LEADER_OF}")
+            if CONTROLLER not in doc or len(doc) > 1:
+                self.fail(node, f"{what}: expected {{controller: <number or {ACTIVE}>}} or "
+                                f"{{{LEADER_OF}: <partition>}}")
             target = doc[CONTROLLER]
             if isinstance(target, yaml.ScalarNode) and target.value == ACTIVE:
                 return one_controller(ACTIVE)

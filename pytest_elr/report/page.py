@@ -330,7 +330,7 @@ def _expected_loss(run: Run, e: dict[str, Any]) -> bool:
 
 def _findings(run: Run) -> str:
     kinds = ("violation", "disagreement", "declared_difference", "kip_departure", "loss_evidence", "model_error",
-             "backend_error")
+             "backend_error", "scenario_error")
     found = [e for e in run.events if e["type"] in kinds and (e["type"] != "loss_evidence" or e.get("proof"))]
     expected = [e for e in found if _expected_loss(run, e)]
     found = [e for e in found if not _expected_loss(run, e)]

@@ -219,7 +219,7 @@ def _faults(tl: Timeline, events: Sequence[dict[str, Any]], xs: list[float]) -> 
                    + (f", {e.get('leo_restart')} at restart" if e.get("leo_restart") is not None else ""))
             label = f"−{n}" if n else ("−0" if n == 0 else "lost ?")
             tl.marks.append(Mark(x, "loss", label, tip, broker[0] if broker else None))
-        elif kind in ("violation", "disagreement", "model_error", "backend_error"):
+        elif kind in ("violation", "disagreement", "model_error", "backend_error", "scenario_error"):
             text = e.get("message") or e.get("differences") or kind
             tl.marks.append(Mark(x, "error" if kind.endswith("error") else kind, kind.replace("_", " "),
                                  f"{e.get('step')}: {text}"))

@@ -37,8 +37,9 @@ from pytest_elr.actions import (
 )
 from pytest_elr.backends.base import Backend
 from pytest_elr.checker import Checker, Verdict, inline_checker
-from pytest_elr.core.errors import BackendError
+from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import History
+from pytest_elr.core.nodes import LEADER_OF, partition_led
 from pytest_elr.core.observation import (
     FaultBit,
     LossEvidence,
@@ -302,6 +303,11 @@ class Executor:
         self._acked_all_max_of: dict[int, int] = {}
         #: per other partition, its HWM at the latest step's end that knew one (label, HWM)
         self._hwm_seen_of: dict[int, tuple[str, int]] = {}
+        #: the broker each symbolic target (``leader_of(N)``) named when it was last resolved: what
+        #: ``restart``, ``resume`` and ``heal`` name by it
+        self.named_by: dict[str, int] = {}
+        #: a symbolic target named different brokers on the system and on the model: the run stops
+        self._target_split = False
 
     @property
     def last_hwm(self) -> int | None:
@@ -354,7 +360,7 @@ class Executor:
                 failures.append(exc)
                 # why, in the history too: the report shows it at the step that failed
                 self.history.record("step", phase="end", failed=True, message=str(exc), **self._judged)
-                if self.stop_at_first_failure and unexplained(known, exc.failures) != []:
+                if self._target_split or (self.stop_at_first_failure and unexplained(known, exc.failures) != []):
                     self.stopped_early = True
                     raise ScenarioFailure("\n".join(str(f) for f in failures) + "\n(the run stopped at its first "
                                           "failure)", tuple(x for f in failures for x in f.failures)) from None
@@ -457,8 +463,11 @@ class Executor:
         return obs
 
     def apply(self, action: Action, ctx: StepContext, record: bool = True) -> None:
+        targets: list[dict[str, Any]] = []
+        if action.symbols():
+            action, targets = self._resolve(action)
         if record and action.fault:
-            self.history.record("fault", **action.describe())
+            self.history.record("fault", **action.describe(), **({"targets": targets} if targets else {}))
         self.lifecycle.update(action.transitions())
         self.controller_crashed |= isinstance(action, StopController)
         self.lossy_applied |= action.lossy
@@ -493,6 +502,83 @@ class Executor:
             for loss in result:
                 self._keep_loss(loss, action, ctx)
         self._note_departures(action)
+
+    # --- symbolic targets ---------------------------------------------------------------------
+
+    def _resolve(self, action: Action) -> tuple[Action, list[dict[str, Any]]]:
+        """The action with each ``{leader_of: N}`` as a broker: partition N's leader now -- on the
+        cluster as the cluster reports it, held to the model's (a different broker fails the step
+        naming both, and the run stops: never one side followed) -- or, for ``restart``, ``resume``
+        and ``heal``, the broker the symbol named when last resolved. A target the action cannot be
+        done on here (no leader, a broker in the wrong state) is an error of the scenario."""
+        said = " ".join(f"{k}: {_flow(v)}" for item in action.to_yaml(self.scenario.cluster.brokers)
+                        for k, v in item.items())
+        where = f"step {self.history.step} ({self.scenario.path}:{self._line}): {said}"  # a failure's words
+        said = f"step {self.history.step}: {said}" if self.history.step else said  # a ScenarioError's: with its line
+        chosen: dict[str, int] = {}
+        for symbol in action.symbols():
+            p = partition_led(symbol)
+            assert p is not None
+            if action.recalls:
+                if symbol not in self.named_by:
+                    raise ScenarioError(f"{said}: {{{LEADER_OF}: {p}}} names the broker it named when last "
+                                        "resolved, and nothing resolved it before", self.scenario.path, self._line)
+                chosen[symbol] = self.named_by[symbol]
+                continue
+            if p >= self.scenario.topic.partitions:
+                raise ScenarioError(f"{said}: no partition {p}: the topic has {self.scenario.topic.partitions}",
+                                    self.scenario.path, self._line)
+            chosen[symbol] = self._leader_now(p, action, where, said)
+        done = action.resolved(chosen)
+        said_as = ", ".join(f"{{{LEADER_OF}: {partition_led(k)}}} named broker {b}" for k, b in chosen.items())
+        brokers = list(getattr(done, "brokers", ()))
+        problem = done.refused_in(self.lifecycle)
+        if len(set(brokers)) < len(brokers):
+            problem = "it names one broker twice"
+        if getattr(done, "links", None) == ():
+            problem = "it names no link between two different brokers"
+        if problem is not None:
+            raise ScenarioError(f"{said}: {said_as}, and the action cannot be done: {problem} (an error of the "
+                                "scenario, not a finding)", self.scenario.path, self._line)
+        if not action.recalls:
+            self.named_by.update(chosen)
+        return done, [{LEADER_OF: partition_led(k), "broker": b, "recalled": action.recalls}
+                      for k, b in chosen.items()]
+
+    def _leader_now(self, p: int, action: Action, where: str, said: str) -> int:
+        """Partition ``p``'s leader as the system reports it and as the model has it, which must agree."""
+        assert self.model is not None
+        if not self._shadow:  # the model is the system
+            leader = self.model.partitions[p].part.leader
+        else:
+            assert self.alternatives is not None
+            states = self.alternatives.states
+            allowed = sorted({s.partitions[p].part.leader for s in states}, key=str)
+            obs = self.backend.observe()
+            got = obs.of(p)
+            leader = got.leader if got is not None else None
+            if leader not in allowed:
+                m = self.model.observe()
+                d = self._difference("leader", leader, allowed[0] if len(allowed) == 1 else allowed, action.kind,
+                                     got or obs, m.of(p) or m, partition=p)
+                self.disagreements.append(d)
+                self.history.record("disagreement", after=action.kind, field="leader", differences=[str(d)],
+                                    observed_value=_plain(leader), model_value=_plain(d.model),
+                                    observed=d.observed_state, model=d.model_state, partition=p, target=True)
+                self._target_split = True
+                raise ScenarioFailure(
+                    f"{where}: the system and the model name different leaders of partition {p}: the system "
+                    f"{_led_by(leader)}, the model {' or '.join(_led_by(b) for b in allowed)}; the action is not done "
+                    "(it would hit a different broker on each) and the run stops here",
+                    (Failure(self.history.step or "", "leader"),))
+            if len(allowed) > 1:  # the states the model allows differ here: the system's leader says which
+                self.alternatives.keep(lambda _, s: s.partitions[p].part.leader == leader)
+                self.model = self.alternatives.canonical
+        if leader is None:
+            raise ScenarioError(f"{said}: partition {p} has no leader when the step runs, so {{{LEADER_OF}: {p}}} "
+                                "names no broker (an error of the scenario, not a finding)",
+                                self.scenario.path, self._line)
+        return leader
 
     def _note_departures(self, action: Action) -> None:
         """Each documented difference from the KIP the oracle's rules relied on, the first time."""
@@ -1422,6 +1508,10 @@ def _b(value: int | None) -> str:
     return "none" if value is None else str(value)
 
 
+def _led_by(leader: int | None) -> str:
+    return "no leader" if leader is None else f"broker {leader}"
+
+
 class ScenarioRun:
     """One scenario on one backend under one profile, in two phases: ``start`` brings the cluster
     up (what fails there is infrastructure: pytest reports it as an error of the test's setup),
@@ -1476,6 +1566,9 @@ class ScenarioRun:
         except BackendError as exc:
             history.record("backend_error", message=str(exc))
             passed, message, broken = False, f"{scenario.path}: backend {backend.name} failed: {exc}", True
+        except ScenarioError as exc:  # a step that cannot be done when it runs (a symbolic target's)
+            history.record("scenario_error", message=str(exc))
+            passed, message, broken = False, str(exc), True
         finally:
             self._release()
         self.broken = broken

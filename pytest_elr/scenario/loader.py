@@ -8,16 +8,17 @@ without bound, tabs and empty documents are refused.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 
-from pytest_elr.actions import ACKS, FORMS, Action, Lifecycle, action_forms
+from pytest_elr.actions import ACKS, FORMS, Action, Lifecycle, Reassign, action_forms
 from pytest_elr.backends import available_backends
 from pytest_elr.core import limits as L
 from pytest_elr.core.errors import ALTER_PARTITION_ERRORS, OPERATOR_ERRORS, PRODUCE_ERRORS, ScenarioError
+from pytest_elr.core.nodes import partition_led
 from pytest_elr.core.outcomes import OUTCOMES
 from pytest_elr.core.reader import Reader, did_you_mean
 from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec, rotated_assignment
@@ -127,6 +128,7 @@ class _Builder:
         name = r.name(doc["name"], "name") if "name" in doc else Path(r.path).name.split(".")[0]
         cluster = self.cluster(doc["cluster"])
         topic = self.topic(doc["topic"])
+        r.partitions = topic.partitions  # ``{leader_of: N}`` names one of them
         profiles = self.profiles(doc["profiles"]) if "profiles" in doc else PROFILE_NAMES
         workload = self.workload(doc["workload"]) if "workload" in doc else None
         steps = self.steps(doc["steps"], workload, cluster)
@@ -375,7 +377,7 @@ class _Builder:
                 raise ScenarioError(f"step {s.label!r} already defined at line {seen[s.label]}", r.path, s.line)
             seen[s.label] = s.line
         self._count_records(steps, workload)
-        check_sequence(steps, cluster, r.path)
+        check_sequence(steps, cluster, r.path, self.layout)
         return tuple(steps)
 
     def _count_records(self, steps: list[Step], workload: WorkloadSpec | None) -> None:
@@ -679,17 +681,153 @@ HWM_WORDS = ("advanced", "frozen")
 EPOCH_WORDS = ("unchanged", "bumped")
 
 
-def check_sequence(steps: list[Step], cluster: ClusterSpec, path: str) -> None:
+def check_sequence(steps: list[Step], cluster: ClusterSpec, path: str,
+                   assignment: tuple[tuple[int, ...], ...] = ()) -> None:
     """Refuse a step whose action the cluster cannot do (a move between log dirs with one dir per
     broker), or cannot do in the state the steps before leave a broker in (restart a running
-    broker, crash one twice, resume one that is not paused...)."""
-    states: dict[int, Lifecycle] = dict.fromkeys(cluster.brokers, "up")
+    broker, crash one twice, resume one that is not paused...). A symbolic target
+    (``{leader_of: N}``) leaves which broker an action hits open: the check follows every broker
+    it may name (``_Worlds``) and refuses an action it can tell only in some of them."""
+    recalled = {s for step in steps for a in step.actions if a.recalls for s in a.symbols()}
+    worlds = _Worlds(cluster.brokers, assignment or (tuple(cluster.brokers),), recalled)
     for step in steps:
         for action, line in zip(step.actions, step.action_lines or [step.line] * len(step.actions), strict=True):
-            problem = action.refused_by(cluster) or action.refused_in(states)
+            problem = action.refused_by(cluster) or worlds.apply(action, line)
             if problem is not None:
                 raise ScenarioError(f"step {step.label}: {action.kind}: {problem}", path, line)
-            states.update(action.transitions())
+
+
+#: a partition's leader runs (a paused one leads until its session expires)
+_LEADS: frozenset[Lifecycle] = frozenset({"up", "paused"})
+_SAID: dict[Lifecycle, str] = {"up": "running", "down": "stopped", "paused": "paused"}
+#: most ways the symbols may have named brokers that the check follows at once
+_MAX_WORLDS = 512
+
+
+@dataclass(frozen=True)
+class _World:
+    """One way the steps so far may have gone: each broker's process state, and the broker each
+    symbol named when it was last resolved."""
+
+    states: tuple[tuple[int, Lifecycle], ...]
+    named: tuple[tuple[str, int], ...]  # only the symbols some action recalls
+    #: a way the symbols resolved to reach it, to say so: (symbol, line, broker) (not part of the world)
+    how: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
+
+
+class _Worlds:
+    """Each broker's process state through the steps, in every world the symbolic targets allow
+    (one world while every action names its brokers by id): a symbol resolved when its step runs
+    may name any replica of its partition that may lead then (partition 0's: any broker a
+    ``reassign`` named too); one recalled (``restart: {leader_of: N}``) names what it named last."""
+
+    def __init__(self, brokers: tuple[int, ...], assignment: tuple[tuple[int, ...], ...],
+                 recalled: set[str]) -> None:
+        self.worlds = {_World(tuple((b, "up") for b in brokers), ())}
+        self.assignment = assignment
+        self.recalled = recalled  # the symbols some action recalls: the only ones whose broker is kept
+        self.moved_to: set[int] = set()
+        self.lines: dict[str, int] = {}  # where each symbol was last resolved
+
+    def apply(self, action: Action, line: int) -> str | None:
+        """Why the action is refused here (None: done in every world it can be done in)."""
+        symbols = action.symbols()
+        recalled = [s for s in symbols if action.recalls]
+        for s in recalled:
+            if s not in self.lines:
+                p = partition_led(s)
+                return (f"{{leader_of: {p}}} names, in {action.kind}, the broker it named when last resolved (the "
+                        f"one a fault hit), and no action before resolves it: name the broker by its id, or aim a "
+                        f"fault at {{leader_of: {p}}} first (e.g. crash: {{leader_of: {p}}})")
+        for s in recalled:  # the broker it named, in the state it is in whichever it is
+            problem = self._recalled_in(action, s)
+            if problem is not None:
+                return problem
+        fresh = [s for s in symbols if s not in recalled]
+        after: set[_World] = set()
+        failed: list[tuple[_World, str]] = []
+        for world in sorted(self.worlds, key=repr):
+            states, named = dict(world.states), dict(world.named)
+            choices: list[dict[str, int]] = [{s: named[s] for s in recalled}]
+            for s in fresh:
+                leaders = self._leaders(partition_led(s), states)  # type: ignore[arg-type]
+                choices = [{**c, s: b} for c in choices for b in leaders]
+            problems: list[str] = []
+            for choice in choices:
+                done = action.resolved(choice)
+                problem = _duplicate(done) or done.refused_in(states)
+                if problem is not None:
+                    problems.append(self._said(choice, recalled) + problem)
+                    continue
+                kept = {**named, **{s: choice[s] for s in fresh if s in self.recalled}}
+                how = {**{s: (at, b) for s, at, b in world.how}, **{s: (line, choice[s]) for s in fresh}}
+                after.add(_World(tuple(sorted({**states, **done.transitions()}.items())), tuple(sorted(kept.items())),
+                                 tuple((s, at, b) for s, (at, b) in sorted(how.items()))))
+            if not choices:
+                problems.append(self._no_leader(action, states))
+            if problems and len(problems) == len(choices or [None]):
+                failed.append((world, problems[0]))
+        if failed and len(failed) == len(self.worlds):
+            return failed[0][1]
+        if failed:
+            world, problem = failed[0]
+            return (f"the loader cannot check it: if {self._how(world)}, then {problem}, and not otherwise; "
+                    "name the broker the same way in both actions ({leader_of: N}), or by its id in both")
+        if len(after) > _MAX_WORLDS:
+            return (f"the symbolic targets ({{leader_of: N}}) so far leave more than {_MAX_WORLDS} ways the brokers "
+                    "may be: too many to check; name some brokers by their ids")
+        if isinstance(action, Reassign):
+            self.moved_to |= set(action.replicas)
+        for s in fresh:
+            self.lines[s] = line
+        self.worlds = after
+        return None
+
+    def _recalled_in(self, action: Action, symbol: str) -> str | None:
+        """Why the broker ``symbol`` last named cannot take the action: the same state in every world."""
+        named = {(dict(w.named)[symbol], dict(w.states)[dict(w.named)[symbol]]) for w in self.worlds}
+        states = {state for _, state in named}
+        if action.needs is None or len(states) != 1 or states <= action.needs:
+            return None
+        brokers = sorted(b for b, _ in named)
+        which = f"broker {brokers[0]}" if len(brokers) == 1 else \
+            f"broker {', '.join(map(str, brokers[:-1]))} or {brokers[-1]}, whichever it is"
+        state, = states
+        return (f"{{leader_of: {partition_led(symbol)}}} names the broker it named at line {self.lines[symbol]} "
+                f"({which}), which is {_SAID[state]} at this point; the action needs it "
+                f"{' or '.join(_SAID[s] for s in sorted(action.needs))}")
+
+    def _leaders(self, partition: int, states: dict[int, Lifecycle]) -> list[int]:
+        replicas = dict.fromkeys((*self.assignment[partition], *(sorted(self.moved_to) if partition == 0 else ())))
+        return [b for b in replicas if states.get(b, "up") in _LEADS]
+
+    def _no_leader(self, action: Action, states: dict[int, Lifecycle]) -> str:
+        for s in action.symbols():
+            p = partition_led(s)
+            assert p is not None
+            if not self._leaders(p, states):
+                replicas = ", ".join(map(str, self.assignment[p]))
+                return (f"{{leader_of: {p}}} would name no broker: every replica of partition {p} ({replicas}) is "
+                        "stopped at this point, so it has no leader")
+        return "no broker to name"
+
+    def _said(self, choice: dict[str, int], recalled: list[str]) -> str:
+        """Which broker each symbol names in the world at hand."""
+        return "".join(f"{{leader_of: {partition_led(s)}}} names broker {b}, the one it named at line "
+                       f"{self.lines[s]}: " if s in recalled else
+                       f"{{leader_of: {partition_led(s)}}} may name broker {b}, partition {partition_led(s)}'s "
+                       "leader: " for s, b in choice.items())
+
+    def _how(self, world: _World) -> str:
+        """The world as the symbols name brokers in it."""
+        return " and ".join(f"{{leader_of: {partition_led(s)}}} at line {at} named broker {b}"
+                            for s, at, b in world.how)
+
+
+def _duplicate(action: Action) -> str | None:
+    brokers = list(getattr(action, "brokers", ()))
+    twice = sorted({b for b in brokers if brokers.count(b) > 1}, key=str)
+    return f"it names broker {twice[0]} twice" if twice else None
 
 
 # --- the Python API reads its arguments with the same builder ----------------------------------
@@ -743,9 +881,12 @@ def expectation_from_python(expected: dict[str, Any], brokers: tuple[int, ...],
     return out
 
 
-def actions_from_python(form: str, value: Any, brokers: tuple[int, ...], where: tuple[str, int]) -> list[Action]:
-    """One action call of the Python API, validated exactly as a ``- <form>: <value>`` item."""
+def actions_from_python(form: str, value: Any, brokers: tuple[int, ...], where: tuple[str, int],
+                        partitions: int | None = None) -> list[Action]:
+    """One action call of the Python API, validated exactly as a ``- <form>: <value>`` item
+    (``partitions``: the topic's, which ``{leader_of: N}`` names)."""
     reader = PythonReader(where, brokers)
+    reader.partitions = partitions
     if form not in FORMS:
         reader.fail(None, f"unknown action {form!r}{did_you_mean(form, action_forms())}; "
                           f"actions are {', '.join(action_forms())}")

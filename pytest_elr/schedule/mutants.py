@@ -48,7 +48,7 @@ def check_of(failure: str) -> str:
     """The check a scenario's or the search's first failure line names."""
     if found := re.search(r"invariant (\w+) broken( on the observed state)?", failure):
         return f"{'observed ' if found[2] else ''}invariant {found[1]}"
-    if found := re.search(r"\): ([\w\[\]]+): expected", failure):
+    if found := re.search(r"\): (?:partition \d+: )?([\w\[\]]+): expected", failure):
         return f"expectation {found[1]}"
     if "the model cannot do it here" in failure:
         return "the model refuses an action the scenario does"
