@@ -49,12 +49,17 @@ def _outcomes(model: ModelCluster, action: Action, seen: dict[tuple[object, ...]
     finally:
         model.timing = None
     out: list[tuple[ModelCluster, Result, tuple[object, ...]]] = []
-    key = model.fingerprint()
-    if key in seen:
-        seen[key].absorb_hwm_window(model)
-    else:
-        seen[key] = model
-        out.append((model, result, key))
+
+    def keep(state: ModelCluster, state_result: Result) -> None:
+        """A new state is returned; a twin of one seen is absorbed into it."""
+        key = state.fingerprint()
+        if key in seen:
+            seen[key].absorb_hwm_window(state)
+        else:
+            seen[key] = state
+            out.append((state, state_result, key))
+
+    keep(model, result)
     todo = [(*prefix, k) for prefix, n in timing.open for k in range(1, n)]
     runs = 1
     while todo and runs < MAX_HISTORIES:
@@ -68,12 +73,7 @@ def _outcomes(model: ModelCluster, action: Action, seen: dict[tuple[object, ...]
             continue  # this order leads where the action cannot be done: not a history
         todo += [(*prefix, k) for prefix, n in twin.timing.open for k in range(1, n)]
         twin.timing = None
-        key = twin.fingerprint()
-        if key in seen:
-            seen[key].absorb_hwm_window(twin)
-        else:
-            seen[key] = twin
-            out.append((twin, twin_result, key))
+        keep(twin, twin_result)
     return out
 
 
