@@ -314,9 +314,11 @@ class FencedBrokerReportedLeader(Fake):
         return replace(obs, leader=0) if obs.leader is not None and 0 in obs.fenced else obs
 
 
-class ControllerLinkCutLosesTheQuorum(Fake):
-    """A cut between two controllers that leaves the quorum without a leader (as Raft without
-    KIP-996's pre-vote could: a voter that lost the leader bumps the epoch and deposes it)."""
+class _SeesControllerLinkCuts(Fake):
+    """Notes (``_cut``) that a link between two controllers was cut; ``heal: all`` forgets it when
+    ``healed_by_all``."""
+
+    healed_by_all = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -325,9 +327,14 @@ class ControllerLinkCutLosesTheQuorum(Fake):
     def apply(self, action: Action) -> Result:
         if isinstance(action, Cut):
             self._cut |= any(all(controller_of(n) is not None for n in link) for link in action.links)
-        if isinstance(action, Heal) and action.links is None:
+        if self.healed_by_all and isinstance(action, Heal) and action.links is None:
             self._cut = False
         return super().apply(action)
+
+
+class ControllerLinkCutLosesTheQuorum(_SeesControllerLinkCuts):
+    """A cut between two controllers that leaves the quorum without a leader (as Raft without
+    KIP-996's pre-vote could: a voter that lost the leader bumps the epoch and deposes it)."""
 
     def observe(self) -> Observation:
         obs = super().observe()
@@ -346,18 +353,11 @@ class SlowToOneControllerSlowsThemAll(Fake):
         return super().apply(action)
 
 
-class ControllerLinkCutMovesTheLeader(Fake):
+class ControllerLinkCutMovesTheLeader(_SeesControllerLinkCuts):
     """A cut between two controllers after which another controller leads (as a disruptive election
     would, without KIP-996's pre-vote): the quorum has a leader, not the same one."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._cut = False
-
-    def apply(self, action: Action) -> Result:
-        if isinstance(action, Cut):
-            self._cut |= any(all(controller_of(n) is not None for n in link) for link in action.links)
-        return super().apply(action)
+    healed_by_all = False
 
     def observe(self) -> Observation:
         obs = super().observe()
