@@ -66,6 +66,19 @@ verdict: {acked_loss: none}
 """
 
 
+class Clock:
+    """``time`` for the executor: ``sleep`` moves the clock, nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class Fake(ModelBackend):
     """The model as the system under test (the executor shadows it with a model of its own)."""
 
@@ -364,3 +377,30 @@ class ControllerLinkCutMovesTheLeader(_SeesControllerLinkCuts):
         if self._cut and obs.active_controller is not None:
             return replace(obs, active_controller=(obs.active_controller + 1) % 3)
         return obs
+
+
+class AsksToDropOnlyABehindFollower(Fake):
+    """Kafka's leader: it asks the controller to drop a silent follower from the ISR only once the
+    follower is behind it (``Replica.isCaughtUp``), so a shrink the model holds on a slow link is
+    not held here -- not even sent -- until records come (``Backend.nudge``). It settles as a real
+    system does: the executor polls it until its step's state comes."""
+
+    settles_instantly: ClassVar[bool] = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.nudges = 0
+        self._behind = False
+
+    def settle_timeout_s(self) -> float:
+        return 3.0
+
+    def nudge(self) -> None:
+        self.nudges += 1
+        self._behind = True
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        if self.model is None or not self.model.asked_to_drop():
+            self._behind = False  # a follower dropped or back: the next one needs records of its own
+        return obs if self._behind else replace(obs, held=())

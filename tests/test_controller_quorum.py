@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from fake_backend import (
+    AsksToDropOnlyABehindFollower,
+    Clock,
     ControllerLinkCutLosesTheQuorum,
     ControllerLinkCutMovesTheLeader,
     ElrLostOnControllerPowerOff,
@@ -43,7 +45,8 @@ from pytest_elr.core.nodes import isolation_links, one_controller
 from pytest_elr.core.specs import ClusterSpec, TopicSpec
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.profiles import get_profile
-from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario import executor
+from pytest_elr.scenario.executor import Executor, run_scenario
 from pytest_elr.scenario.loader import load_scenario
 
 BROKERS = (0, 1, 2)
@@ -53,6 +56,7 @@ POWER_OFF = Path(__file__).parent.parent / "scenarios" / "kip966_controller_powe
 CUT_FROM_ACTIVE = Path(__file__).parent.parent / "scenarios" / "broker_cut_from_active_controller.elr.yaml"
 CONTROLLER_LINK = Path(__file__).parent.parent / "scenarios" / "kip966_controller_link_cut_one_way.elr.yaml"
 SLOW_TO_ONE = Path(__file__).parent.parent / "scenarios" / "slow_to_the_active_controller_only.elr.yaml"
+HELD_SHRINK = Path(__file__).parent.parent / "scenarios" / "slow_to_the_active_controller_holds_a_shrink.elr.yaml"
 
 
 def _model(controllers: int = 3) -> ModelCluster:
@@ -498,7 +502,8 @@ def test_slow_to_the_active_controller_holds_the_isr_change_and_to_another_nothi
     assert m.active_controller == 1 and sorted(m.part.isr) == [0, 1] and m.held_alter(m.partition) == ()
 
 
-@pytest.mark.parametrize("path", [CONTROLLER_LINK, SLOW_TO_ONE], ids=["controller-link", "slow-to-one"])
+@pytest.mark.parametrize("path", [CONTROLLER_LINK, SLOW_TO_ONE, HELD_SHRINK],
+                         ids=["controller-link", "slow-to-one", "held-shrink"])
 def test_the_controller_link_scenarios_pass_on_a_faithful_system(path: Path, tmp_path: Path) -> None:
     result = run_scenario(load_scenario(path), Fake(), "kafka", tmp_path)
     assert result.passed, result.message
@@ -524,3 +529,24 @@ def test_a_controller_link_cut_that_moves_the_leader_is_caught_by_the_expectatio
     assert not result.passed
     assert "step Q1" in result.message
     assert "active_controller: expected unchanged (0 at the previous step's end), observed 1" in result.message
+
+
+def test_a_held_shrink_is_staged_on_a_leader_that_drops_only_a_follower_behind_it(tmp_path: Path) -> None:
+    """The executor nudges records while the model holds a leader's request to drop a follower the
+    system still has in sync: a Kafka leader sends that request only once the follower is behind."""
+    system = AsksToDropOnlyABehindFollower()
+    result = run_scenario(load_scenario(HELD_SHRINK), system, "kafka", tmp_path)
+    assert result.passed, result.message
+    assert system.nudges > 0
+
+
+def test_without_the_nudge_for_a_held_drop_the_held_shrink_is_never_sent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planted executor: no records while the model holds the drop (the nudge's second reason
+    removed). The request is never sent, and the step's ``held`` tells."""
+    monkeypatch.setattr(Executor, "_drop_needs_records", lambda self, obs: False)
+    monkeypatch.setattr(executor, "time", Clock())  # the step's wait for the held request is counted, not timed
+    result = run_scenario(load_scenario(HELD_SHRINK), AsksToDropOnlyABehindFollower(), "kafka", tmp_path)
+    assert not result.passed
+    assert "step held" in result.message
+    assert "held: model [0], observed []" in result.message

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from fake_backend import Fake
+from fake_backend import Clock, Fake
 
 from pytest_elr.actions import Action, Crash, Restart
 from pytest_elr.core.observation import Observation, Result
@@ -46,18 +46,6 @@ steps:
 verdict: {acked_loss: none}
 """
 
-
-class Clock:
-    """``time`` for the executor: ``sleep`` moves the clock, nothing waits."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class NoElectionWhileLeaderDown(Fake):

@@ -587,6 +587,18 @@ class ModelCluster:
             return True  # in the ISR by its late fetches: it may still be within the lag time
         return follower not in p.part.isr and follower not in p.outrun
 
+    def asked_to_drop(self) -> dict[int, set[int]]:
+        """Per partition, the followers its leader has asked the controller to drop from the ISR,
+        the request not answered yet (held on a slow link, or the controller unreachable). A Kafka
+        leader asks that only of a follower *behind* it (``Replica.isCaughtUp``: a follower at the
+        leader's end stays in sync however long it is silent), which takes records it lacks: the
+        executor's ``Backend.nudge``."""
+        asked = {}
+        for i, p in self.partitions.items():
+            if p.pending_alter is not None and (dropped := set(p.part.isr) - set(p.pending_alter.isr)):
+                asked[i] = dropped
+        return asked
+
     def late_in_sync_candidates(self, p: ModelPartition | None = None) -> list[int]:
         """The slow followers the leader may count as in sync now (``_may_be_late_in_sync``): each
         is taken back and dropped in turn on a real cluster, an ISR change each time."""

@@ -733,9 +733,10 @@ class Executor:
             if any(f and r for f, r in zip(fit, resting, strict=True)) or \
                     (any(fit) and time.monotonic() >= moments_from):
                 return []
-            # Only a follower that must leave the ISR for lagging (not for being fenced) needs
-            # traffic; elsewhere extra records would blur what a lossy shutdown took.
-            if any(set(obs.isr) - set(m.isr) - set(m.fenced) for m, _ in allowed):
+            # Only a follower that must leave the ISR for lagging (not for being fenced), or that the
+            # leader asks to drop in a request the model holds, needs traffic; elsewhere extra records
+            # would blur what a lossy shutdown took.
+            if any(set(obs.isr) - set(m.isr) - set(m.fenced) for m, _ in allowed) or self._drop_needs_records(obs):
                 self.backend.nudge()
             return per_state[0] or ["a moment of a slow follower's take-back and drop"]
 
@@ -753,6 +754,17 @@ class Executor:
         self._mark_partition_epoch(obs)
         if any(fits):
             self._mark_hwm(obs)
+
+    def _drop_needs_records(self, obs: Observation) -> bool:
+        """A follower the model's leader has asked to drop (the request held or unanswered) is still in
+        the observed ISR: a Kafka leader sends that request only once the follower is behind it."""
+        assert self.alternatives is not None
+        for state in self.alternatives.states:
+            for i, dropped in state.asked_to_drop().items():
+                seen = obs.of(i)
+                if seen is not None and dropped & set(seen.isr):
+                    return True
+        return False
 
     def _partition_differences(self, i: int, raw: Observation, obs: Observation, mi: Observation,
                                m: Observation, names: list[str], bounds: tuple[int | None, int | None],
