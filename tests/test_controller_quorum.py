@@ -444,10 +444,13 @@ def test_a_cut_between_controllers_that_leaves_the_leader_a_majority_changes_not
     assert m.part.leader == 1
 
 
-@pytest.mark.parametrize("links", [(_voters(0, 1), _voters(0, 2)), (_voters(1, 0), _voters(0, 2))])
+@pytest.mark.parametrize("links", [(_voters(0, 1), _voters(0, 2)), (_voters(1, 0), _voters(0, 2)),
+                                   (_voters(1, 0), _voters(2, 0)), (_voters(0, 1), _voters(1, 0), _voters(0, 2))],
+                         ids=["to-both", "one-each-way", "from-both", "pair-and-one"])
 def test_a_leader_that_loses_its_round_trips_with_a_majority_is_refused(links: tuple) -> None:
+    """Measured on Kafka: the failover that follows fences brokers for a moment, which ones is timing."""
     m = _model()
-    with pytest.raises(ModelError, match="keeps no round trip with a majority of the voters"):
+    with pytest.raises(ModelError, match="keeps no round trip with a majority of the voters.*briefly fences brokers"):
         m.apply(Cut(links=links))
 
 
