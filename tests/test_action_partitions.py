@@ -25,6 +25,7 @@ from pytest_elr.actions import (
     Reassign,
     action_from_event,
 )
+from pytest_elr.api import ClusterHandle
 from pytest_elr.backends import kafka as kafka_backend
 from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.backends.model import ModelBackend
@@ -32,7 +33,7 @@ from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.nodes import leader_of
 from pytest_elr.core.observation import Result
 from pytest_elr.scenario.executor import run_scenario
-from pytest_elr.scenario.loader import load_scenario, parse_scenario
+from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario, parse_scenario
 
 #: the actions that act on one partition, by kind
 PARTITIONED = ("reassign", "cancel_reassignment", "move_log_dir", "elect_leaders")
@@ -315,6 +316,20 @@ def test_the_shipped_scenario_passes_on_the_model() -> None:
         assert result.passed, (profile, result.message)
         planted = run_scenario(scenario, _planted(PartitionIgnored, "reassign"), profile)
         assert not planted.passed
+
+
+def test_the_python_api_names_the_partition_as_yaml_does(tmp_path: Path) -> None:
+    spec, topic = cluster_and_topic_from_python({"brokers": [0, 1, 2, 3]}, {"partitions": 3, "replicas": [0, 1, 2],
+                                                                            "min_insync_replicas": 1}, ("test.py", 7))
+    c = ClusterHandle(ModelBackend(), "kafka", spec, topic, tmp_path)
+    c.produce(6)
+    c.reassign([3, 2], partition=2)
+    c.expect(partitions={0: {"replicas": [0, 1, 2]}, 2: {"replicas": [2, 3], "leader": 2}})
+    c.elect_leaders("preferred", partition=2)
+    c.expect(leader=0, partitions={2: {"leader": 3}})
+    with pytest.raises(ScenarioError, match=r"test_action_partitions.py:\d+: reassign.partition: no partition 3"):
+        c.reassign([3, 2], partition=3)
+    c.close()
 
 
 # --- the kafka backend --------------------------------------------------------------------------
