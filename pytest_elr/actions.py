@@ -578,8 +578,11 @@ class MoveLogDir(BrokerAction):
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        if not _keys(arg) & {"broker", PARTITION}:  # a target, a list of them: partition 0's replica
+        keys = _keys(arg)
+        if not isinstance(arg, yaml.MappingNode) or keys == {LEADER_OF}:  # target(s): partition 0's replica
             return super().parse(form, arg, r, what)
+        if LEADER_OF in keys:
+            r.fail(arg, f"{what}: name the broker in broker, e.g. {{broker: {{{LEADER_OF}: 1}}, partition: 2}}")
         doc = r.mapping(arg, what, ("broker", PARTITION))
         if "broker" not in doc:
             r.fail(arg, f"{what}: missing 'broker' (a broker id or {{{LEADER_OF}: N}}), "

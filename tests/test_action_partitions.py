@@ -219,6 +219,11 @@ def test_partition_is_read_and_written_back_and_kept_in_histories(item: str, act
     ("{move_log_dir: {broker: 1, partition: x}}", "step moved: move_log_dir.partition: expected a partition number, "
                                                    "got 'x'"),
     ("{move_log_dir: {partition: 1}}", "step moved: move_log_dir: missing 'broker'"),
+    ("{move_log_dir: {brokr: 1, partition: 1}}", "step moved: move_log_dir: unknown key 'brokr' (did you mean "
+                                                 "'broker'?)"),
+    ("{move_log_dir: {leader_of: 1, partition: 1}}", "step moved: move_log_dir: name the broker in broker, e.g. "
+                                                     "{broker: {leader_of: 1}, partition: 2}"),
+    ("{move_log_dir: {leader_of: 3}}", "step moved: move_log_dir.leader_of: no partition 3"),
     ("{move_log_dir: {broker: 7, partition: 1}}", "step moved: move_log_dir.broker: unknown broker id 7"),
     ("{elect_leaders: {election: preferred, partition: 9}}", "step moved: elect_leaders.partition: no partition 9"),
     ("{elect_leaders: {partition: 1}}", "step moved: elect_leaders: missing 'election' (preferred)"),
