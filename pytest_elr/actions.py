@@ -279,6 +279,22 @@ def _is_target(arg: yaml.Node) -> bool:
         isinstance(k, yaml.ScalarNode) and k.value == LEADER_OF for k, _ in arg.value)
 
 
+#: the key of an action's mapping form that names the partition it acts on (left out: partition 0)
+PARTITION = "partition"
+
+
+def _keys(arg: yaml.Node) -> set[str]:
+    """The plain keys of a mapping node (none for anything else)."""
+    if not isinstance(arg, yaml.MappingNode):
+        return set()
+    return {k.value for k, _ in arg.value if isinstance(k, yaml.ScalarNode)}
+
+
+def _partition(doc: Mapping[str, yaml.Node], r: Reader, what: str) -> int:
+    """``partition: N`` of an action's mapping form: a partition of the topic (left out: 0)."""
+    return r.partition(doc[PARTITION], f"{what}.{PARTITION}") if PARTITION in doc else 0
+
+
 def _scope_of(links: Iterable[Link], brokers: tuple[int, ...]) -> tuple[int, IsolationScope] | None:
     """The (broker, scope) whose isolation is exactly ``links``, if any."""
     wanted = set(links)
@@ -552,11 +568,32 @@ class MoveLogDir(BrokerAction):
     AlterReplicaLogDirs): the broker copies it there, swaps the copies, and tells the controller
     with AssignReplicasToDirs (KIP-858), which apache/kafka PR #20716 found emptying the ELR
     before 4.3.0. Nothing fsyncs the copy (``LogManager.replaceCurrentWithFutureLog``), so the
-    replica's whole log is unsynced until flushed. Needs ``cluster: {log_dirs: 2}`` or more."""
+    replica's whole log is unsynced until flushed. Needs ``cluster: {log_dirs: 2}`` or more.
+    ``{broker: b, partition: N}`` moves b's replica of partition N (left out: partition 0)."""
 
+    partition: int = 0
     kind: ClassVar[str] = "move_log_dir"
     needs: ClassVar[frozenset[Lifecycle] | None] = frozenset({"up"})
     log_dirs_needed: ClassVar[int] = 2
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        keys = _keys(arg)
+        if not isinstance(arg, yaml.MappingNode) or keys == {LEADER_OF}:  # target(s): partition 0's replica
+            return super().parse(form, arg, r, what)
+        if LEADER_OF in keys:
+            r.fail(arg, f"{what}: name the broker in broker, e.g. {{broker: {{{LEADER_OF}: 1}}, partition: 2}}")
+        doc = r.mapping(arg, what, ("broker", PARTITION))
+        if "broker" not in doc:
+            r.fail(arg, f"{what}: missing 'broker' (a broker id or {{{LEADER_OF}: N}}), "
+                        "e.g. {broker: 1, partition: 2}")
+        partition = _partition(doc, r, what)
+        return [cls(broker=b, partition=partition) for b in r.targets(doc["broker"], f"{what}.broker")]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        if self.partition == 0:
+            return super().to_yaml(brokers)
+        return [{self.kind: {"broker": _yaml_node(self.broker), PARTITION: self.partition}}]
 
 
 @dataclass(frozen=True)
@@ -793,19 +830,29 @@ class UncleanElection(Action):
 @dataclass(frozen=True)
 class ElectLeaders(Action):
     """Ask the controller for a preferred leader election (``kafka-leader-election.sh
-    --election-type PREFERRED``): the first replica of the assignment leads again if it may.
+    --election-type PREFERRED``) of one partition: its assignment's first replica leads again if
+    it may. ``{election: preferred, partition: N}`` names the partition (left out: partition 0).
     An unclean election is ``unclean_election``, which also sets the topic's config."""
 
     election: Literal["preferred"]
+    partition: int = 0
     kind: ClassVar[str] = "elect_leaders"
     operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        return [cls(election=r.string(arg, what, ("preferred",)))]  # type: ignore[arg-type]
+        if not isinstance(arg, yaml.MappingNode):
+            return [cls(election=r.string(arg, what, ("preferred",)))]  # type: ignore[arg-type]
+        doc = r.mapping(arg, what, ("election", PARTITION))
+        if "election" not in doc:
+            r.fail(arg, f"{what}: missing 'election' (preferred), e.g. {{election: preferred, partition: 2}}")
+        election = r.string(doc["election"], f"{what}.election", ("preferred",))
+        return [cls(election=election, partition=_partition(doc, r, what))]  # type: ignore[arg-type]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
-        return [{"elect_leaders": self.election}]
+        if self.partition == 0:
+            return [{"elect_leaders": self.election}]
+        return [{"elect_leaders": {"election": self.election, PARTITION: self.partition}}]
 
 
 @dataclass(frozen=True)
@@ -813,26 +860,38 @@ class Reassign(Action):
     """Reassign the partition to ``replicas`` (AlterPartitionReassignments; in order, the first is
     the preferred leader): the controller adds the new replicas beside the old ones, and completes
     the move on its own -- drops the replicas being removed, elects a new leader if the leader
-    goes -- once the ISR allows (KIP-966 "Other behaviors" 4)."""
+    goes -- once the ISR allows (KIP-966 "Other behaviors" 4). ``{replicas: [...], partition: N}``
+    reassigns partition N (left out: partition 0)."""
 
     replicas: tuple[int, ...]
+    partition: int = 0
     kind: ClassVar[str] = "reassign"
     operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        if not isinstance(arg, yaml.SequenceNode):
-            r.fail(arg, f"{what}: expected the target replica list, e.g. [1, 2, 3]")
-        replicas = r.brokers_list(arg, what)
+        partition, listed, said = 0, arg, what
+        if isinstance(arg, yaml.MappingNode):
+            doc = r.mapping(arg, what, ("replicas", PARTITION))
+            if "replicas" not in doc:
+                r.fail(arg, f"{what}: missing 'replicas' (the target replica list), e.g. "
+                            "{replicas: [1, 2, 3], partition: 2}")
+            partition, listed, said = _partition(doc, r, what), doc["replicas"], f"{what}.replicas"
+        if not isinstance(listed, yaml.SequenceNode):
+            r.fail(listed, f"{said}: expected the target replica list, e.g. [1, 2, 3] (or {{replicas: [1, 2, 3], "
+                           "partition: 2}} for a partition other than 0)")
+        replicas = r.brokers_list(listed, said)
         if not replicas:
-            r.fail(arg, f"{what}: expected at least one replica")
+            r.fail(listed, f"{said}: expected at least one replica")
         twice = sorted({b for b in replicas if replicas.count(b) > 1})
         if twice:
-            r.fail(arg, f"{what}: broker {twice[0]} is listed twice")
-        return [cls(replicas=tuple(replicas))]
+            r.fail(listed, f"{said}: broker {twice[0]} is listed twice")
+        return [cls(replicas=tuple(replicas), partition=partition)]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
-        return [{"reassign": list(self.replicas)}]
+        if self.partition == 0:
+            return [{"reassign": list(self.replicas)}]
+        return [{"reassign": {"replicas": list(self.replicas), PARTITION: self.partition}}]
 
     def named_brokers(self) -> tuple[int, ...]:
         return self.replicas
@@ -841,19 +900,30 @@ class Reassign(Action):
 @dataclass(frozen=True)
 class CancelReassignment(Action):
     """Cancel the partition's reassignment under way (AlterPartitionReassignments with no target):
-    the replicas it was adding leave, those it was removing stay (KIP-966 "Other behaviors" 4b)."""
+    the replicas it was adding leave, those it was removing stay (KIP-966 "Other behaviors" 4b).
+    ``true`` cancels partition 0's; ``{partition: N}`` partition N's."""
 
+    partition: int = 0
     kind: ClassVar[str] = "cancel_reassignment"
     operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if isinstance(arg, yaml.MappingNode):
+            doc = r.mapping(arg, what, (PARTITION,))
+            if PARTITION not in doc:
+                r.fail(arg, f"{what}: expected true or {{partition: N}}")
+            return [cls(partition=_partition(doc, r, what))]
+        if isinstance(arg, yaml.ScalarNode) and arg.tag != "tag:yaml.org,2002:bool":
+            r.fail(arg, f"{what}: expected true (partition 0's) or {{partition: N}}, got {arg.value!r}")
         if not r.boolean(arg, what):
             r.fail(arg, f"{what}: expected true (leave the item out to cancel nothing)")
         return [cls()]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
-        return [{"cancel_reassignment": True}]
+        if self.partition == 0:
+            return [{"cancel_reassignment": True}]
+        return [{"cancel_reassignment": {PARTITION: self.partition}}]
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ from pytest_elr.scenario.schema import ELECTION_COUNTS, LossExpectation, Scenari
 
 _counter = itertools.count()
 #: the mapping key one positional argument fills when keyword arguments are given too
-_POSITIONAL_KEY = {"isolate": "broker", "produce": "count"}
+_POSITIONAL_KEY = {"isolate": "broker", "produce": "count", "reassign": "replicas", "move_log_dir": "broker",
+                   "elect_leaders": "election"}
 
 
 class ClusterHandle:

@@ -536,9 +536,10 @@ class KafkaBackend(Backend):
         """AlterReplicaLogDirs to the broker, then wait until it has swapped the copies; its
         AssignReplicasToDirs to the controller follows on its own (the step's settle waits)."""
         try:
-            self.client.move_to_next_log_dir(action.broker, self.topic, timeout_s=self.settle_timeout_s())
+            self.client.move_to_next_log_dir(action.broker, self.topic, action.partition,
+                                             timeout_s=self.settle_timeout_s())
         except (KafkaProtocolError, TimeoutError) as exc:
-            raise BackendError(f"move_log_dir {action.broker}: {exc}") from None
+            raise BackendError(f"move_log_dir {action.broker} (partition {action.partition}): {exc}") from None
         return None
 
     @_do.register
@@ -578,14 +579,16 @@ class KafkaBackend(Backend):
         """ElectLeaders with election type PREFERRED. ELECTION_NOT_NEEDED (the preferred replica
         leads) and PREFERRED_LEADER_NOT_AVAILABLE (it may not lead) are answers: the state says."""
         admin = AdminClient({"bootstrap.servers": self._bootstrap()})
-        return self._elect_leaders(action, admin, ElectionType.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE)
+        return self._elect_leaders(action, admin, ElectionType.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE,
+                                   action.partition)
 
     def _elect_leaders(self, action: Action, admin: AdminClient, election: ElectionType,
-                       no_candidate: int) -> Refusal | None:
+                       no_candidate: int, partition: int = 0) -> Refusal | None:
         """ElectLeaders for the partition. Any other error code is the controller refusing the
         operator's request (a Kafka mutant's exception comes back as UNKNOWN_SERVER_ERROR): an
         outcome the executor holds to the model's, which refuses no election."""
-        answers = admin.elect_leaders(election, [TopicPartition(self.topic, 0)])
+        answers = admin.elect_leaders(election, [TopicPartition(self.topic, partition)])
+        said = f"{election.name.lower()} election of {self.topic}-{partition}"
         try:
             per_partition = answers.result(timeout=PRODUCE_TIMEOUT_S)
         except KafkaException as exc:  # the request as a whole failed
@@ -593,25 +596,26 @@ class KafkaBackend(Backend):
             # librdkafka's own errors (no answer: a timeout, a transport failure) are -200..-100;
             # a broker's answer is -1 (UNKNOWN_SERVER_ERROR) or more
             if error is None or error.code() < KafkaError.UNKNOWN:
-                raise BackendError(f"{election.name.lower()} election of {self.topic}-0: no answer: {exc}") from exc
+                raise BackendError(f"{said}: no answer: {exc}") from exc
             return Refusal(action.kind, ERRORS.get(error.code(), f"error {error.code()}"),
-                           f"{election.name.lower()} election of {self.topic}-0: {error}")
+                           f"{said}: {error}")
         for error in per_partition.values():
             # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
             kafka_error = error.args[0] if isinstance(error, Exception) else error
             code = kafka_error.code() if kafka_error is not None else None
             if code not in (None, KafkaError.ELECTION_NOT_NEEDED, no_candidate):
                 return Refusal(action.kind, ERRORS.get(code, f"error {code}"),
-                               f"{election.name.lower()} election of {self.topic}-0: {error}")
+                               f"{said}: {error}")
         return None
 
     @_do.register
     def _(self, action: Reassign) -> Result:
-        return self._operator_request(action, lambda: self.client.reassign(self.topic, action.replicas))
+        return self._operator_request(
+            action, lambda: self.client.reassign(self.topic, action.replicas, action.partition))
 
     @_do.register
     def _(self, action: CancelReassignment) -> Result:
-        return self._operator_request(action, lambda: self.client.cancel_reassignment(self.topic))
+        return self._operator_request(action, lambda: self.client.cancel_reassignment(self.topic, action.partition))
 
     @staticmethod
     def _operator_request(action: Action, ask: Callable[[], None]) -> Refusal | None:

@@ -193,6 +193,10 @@ class Reader:
 
     def leader_of(self, node: yaml.Node, what: str) -> str:
         """``N`` of ``{leader_of: N}``: a partition of the topic."""
+        return leader_of(self.partition(node, what))
+
+    def partition(self, node: yaml.Node, what: str) -> int:
+        """A partition of the topic (``{leader_of: N}``, an action's ``partition: N``)."""
         if not (isinstance(node, yaml.ScalarNode) and node.tag == f"{_TAG}int"):
             self.fail(node, f"{what}: expected a partition number, got {_shown(node)}")
         partition = self.integer(node, what, minimum=0)
@@ -200,7 +204,7 @@ class Reader:
         if n is not None and partition >= n:
             self.fail(node, f"{what}: no partition {partition}: the topic has {n} partition{'s' if n > 1 else ''} "
                             f"(0..{n - 1}; topic: {{partitions: {partition + 1}}} for more)")
-        return leader_of(partition)
+        return partition
 
     def node(self, node: yaml.Node, what: str) -> Node:
         """A broker id, ``controller`` (every controller), ``{controller: n|active}`` (one; its

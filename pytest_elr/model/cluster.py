@@ -805,9 +805,10 @@ class ModelCluster:
     @_do.register
     def _(self, action: MoveLogDir) -> Result:
         self._running(action.broker)
-        log = self.partition.logs.get(action.broker)  # the action names no partition: partition 0's
+        p = self.partitions[action.partition]
+        log = p.logs.get(action.broker)
         if log is None:
-            raise ModelError(f"broker {action.broker} holds no replica of the partition to move")
+            raise ModelError(f"broker {action.broker} holds no replica of partition {p.id} to move")
         if self.profile.directory_ids and (action.broker in self.assignments_held
                                            or not self._round_trip(action.broker, CONTROLLER, allow_slow=True)):
             # With directory ids the broker promotes the moved copy only once the controller accepted
@@ -828,7 +829,7 @@ class ModelCluster:
             if action.broker not in self.dir_pending:
                 self.dir_moves[action.broker] = set()
             if action.broker in self.dir_moves:  # not when a new disk's assignment is pending: it moves all
-                self.dir_moves[action.broker].add(self.partition.id)
+                self.dir_moves[action.broker].add(p.id)
             self.dir_pending.add(action.broker)
         return None
 
@@ -936,15 +937,14 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: ElectLeaders) -> Result:
-        for p in self.partitions.values():  # the runbook's ElectLeaders names the topic's partitions
-            controller.elect_preferred_leader(p.part, self.ctx)
+        controller.elect_preferred_leader(self.partitions[action.partition].part, self.ctx)
         return None
 
     @_do.register
     def _(self, action: Reassign) -> Result:
         # Kafka answers UNKNOWN_SERVER_ERROR: its election asks the directory of a replica in the
         # ELR but not assigned (docs/model.md, "Reassignment and a stale ELR"); nothing changes.
-        p = self.partition  # the action names no partition: partition 0's
+        p = self.partitions[action.partition]
         if controller.reassignment_refused(p.part, list(action.replicas), self.ctx) is not None:
             return Refusal(action.kind, "UNKNOWN_SERVER_ERROR")
         controller.start_reassignment(p.part, list(action.replicas), self.ctx)
@@ -953,7 +953,7 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: CancelReassignment) -> Result:
-        p = self.partition  # the action names no partition: partition 0's
+        p = self.partitions[action.partition]
         error = controller.cancel_reassignment(p.part, self.ctx)
         if error == "NO_REASSIGNMENT_IN_PROGRESS":
             raise ModelError("cancel_reassignment: no reassignment is under way (NO_REASSIGNMENT_IN_PROGRESS)")

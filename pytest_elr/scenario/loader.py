@@ -718,15 +718,15 @@ class _World:
 class _Worlds:
     """Each broker's process state through the steps, in every world the symbolic targets allow
     (one world while every action names its brokers by id): a symbol resolved when its step runs
-    may name any replica of its partition that may lead then (partition 0's: any broker a
-    ``reassign`` named too); one recalled (``restart: {leader_of: N}``) names what it named last."""
+    may name any replica of its partition that may lead then (or any broker a ``reassign`` of it
+    named); one recalled (``restart: {leader_of: N}``) names what it named last."""
 
     def __init__(self, brokers: tuple[int, ...], assignment: tuple[tuple[int, ...], ...],
                  recalled: set[str]) -> None:
         self.worlds = {_World(tuple((b, "up") for b in brokers), ())}
         self.assignment = assignment
         self.recalled = recalled  # the symbols some action recalls: the only ones whose broker is kept
-        self.moved_to: set[int] = set()
+        self.moved_to: dict[int, set[int]] = {}  # by partition: the brokers a ``reassign`` named
         self.lines: dict[str, int] = {}  # where each symbol was last resolved
 
     def apply(self, action: Action, line: int) -> str | None:
@@ -777,7 +777,7 @@ class _Worlds:
             return (f"the symbolic targets ({{leader_of: N}}) so far leave more than {_MAX_WORLDS} ways the brokers "
                     "may be: too many to check; name some brokers by their ids")
         if isinstance(action, Reassign):
-            self.moved_to |= set(action.replicas)
+            self.moved_to.setdefault(action.partition, set()).update(action.replicas)
         for s in fresh:
             self.lines[s] = line
         self.worlds = after
@@ -798,7 +798,7 @@ class _Worlds:
                 f"{' or '.join(_SAID[s] for s in sorted(action.needs))}")
 
     def _leaders(self, partition: int, states: dict[int, Lifecycle]) -> list[int]:
-        replicas = dict.fromkeys((*self.assignment[partition], *(sorted(self.moved_to) if partition == 0 else ())))
+        replicas = dict.fromkeys((*self.assignment[partition], *sorted(self.moved_to.get(partition, ()))))
         return [b for b in replicas if states.get(b, "up") in _LEADS]
 
     def _no_leader(self, action: Action, states: dict[int, Lifecycle]) -> str:
