@@ -152,8 +152,8 @@ class ModelCluster:
         )
         for p in self.partitions.values():
             p.frozen_min_isr = self.eff_min_isr_of(p)
-        #: ``_round_trip``'s answers during one settle, else None (``settle``)
-        self._trips: dict[tuple[Node, Node, bool], bool] | None = None
+        #: ``_round_trip``'s answers during one settle (and ``_reaches``', as allow_slow None), else None
+        self._trips: dict[tuple[Node, Node, bool | None], bool] | None = None
         #: the partitions whose next round may change something (``_settle``); None: every one
         self._dirty: set[int] | None = None
         self._produced_to: list[int] = []  # the partitions the last produce sent records to
@@ -538,6 +538,16 @@ class ModelCluster:
                 if not b.running or b.paused:
                     return False
         return (src, dst) not in self.cut
+
+    def _reaches(self, src: Node, dst: Node) -> bool:
+        """``_reachable``, answered once a settle (``_trips``: no round changes a link or a broker's state)."""
+        trips = self._trips
+        if trips is None:
+            return self._reachable(src, dst)
+        known = trips.get((src, dst, None))
+        if known is None:
+            known = trips[(src, dst, None)] = self._reachable(src, dst)
+        return known
 
     def _round_trip(self, a: Node, b: Node, allow_slow: bool = False) -> bool:
         trips = self._trips
@@ -1126,8 +1136,9 @@ class ModelCluster:
 
     # --- settling ----------------------------------------------------------------------------
 
-    #: every partition in every round of every settle, as before the dirty sets (issue 27): the
-    #: differential test's reference (tests/test_settle_dirty.py); a Timing settles so as well
+    #: every partition, and the controller's broker steps, in every round of every settle, as before
+    #: the dirty sets (issue 27): the differential test's reference (tests/test_settle_dirty.py); a
+    #: Timing settles so as well
     full_settle = False
 
     def settle(self) -> None:
@@ -1158,8 +1169,10 @@ class ModelCluster:
         # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
         # the actions' handlers do): every link answers the same for the whole settle, once.
         self._trips = {}
+        quorum = self.has_quorum()  # a majority of the controllers runs: links and controllers, as above
         every = list(self.partitions.values())
         full = self.full_settle or self.timing is not None
+        quiet = False
         work = every if full or self._dirty is None else [p for p in every if p.id in self._dirty]
         try:
             key = self._partition_key
@@ -1170,9 +1183,13 @@ class ModelCluster:
                     p._key = key(p)
             before = self._cluster_fingerprint()  # a round's end state is the next one's start
             for _ in range(MAX_SETTLE_ROUNDS):
-                event = self._controller_round(work)
+                event = self._controller_round(work, quiet, quorum)
                 if event:
                     work = every
+                # Without a Timing the broker steps of the controller's part (``_broker_events``) read
+                # only what they alone change: after a round where they changed nothing, the next
+                # one's would change nothing either. ``full_settle`` runs them anyway: the reference.
+                quiet = not event and not full
                 for p in work:
                     p.note_change()
                 # as the controller left them: as the round found those it did not touch
@@ -1302,20 +1319,64 @@ class ModelCluster:
         for p in partitions if self.profile.rules.broker_event_changes_every_partition else partitions[:1]:
             controller.fence(p.part, broker, self.ctx)
 
-    def _controller_round(self, work: list[ModelPartition] | None = None) -> bool:
+    def _controller_round(self, work: list[ModelPartition] | None = None, quiet: bool = False,
+                          quorum: bool | None = None) -> bool:
         """One round of the controller. ``work``: the partitions that may move (None: every one); a
-        broker event makes it every one. Returns whether one did."""
-        ctx, partitions = self.ctx, list(self.partitions.values())
+        broker event makes it every one. Returns whether one did. ``quiet``: the broker events are
+        known to change nothing (``_settle``); ``quorum``: ``has_quorum()`` if known."""
+        partitions = list(self.partitions.values())
         event = work is None
         #: of ``work``, the partitions whose AlterPartition, assignment or leader as the brokers know
         #: it this round changed (read by ``_settle`` when no broker event came)
         self._touched: set[int] = set()
-        if not self.has_quorum():
+        if not (self.has_quorum() if quorum is None else quorum):
             # No active controller (KIP-595: a leader needs a majority's votes): no session
             # expires, no broker registers or is unfenced, no AlterPartition is answered and no
             # metadata reaches a broker until a majority runs again. The brokers keep the last
             # metadata they fetched; the leader keeps serving with the ISR it has.
             return False
+        if not quiet and self._broker_events(partitions):
+            event = True
+        if not event:
+            partitions = work  # type: ignore[assignment]  # no broker event: only they may move
+        touched = self._touched
+        for p in partitions:
+            if p.pending_alter is not None:
+                touched.add(p.id)
+                self._answer_alter_partition(p)
+            if p.replicas != p.part.replicas:
+                touched.add(p.id)
+                self._follow_assignment(p)
+        # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
+        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
+        # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
+        # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
+        fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
+        for p in partitions:
+            part = p.part
+            heard, told = (part.leader, part.leader_epoch), p.heard
+            for b in fetching:
+                if told[b] != heard:
+                    told[b] = heard
+                    touched.add(p.id)
+            eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
+            if len(part.isr) >= eff_min_isr:
+                p.frozen_min_isr = eff_min_isr
+                p.quorum_shrunk_by = None
+            if part.recovering and part.leader is not None:
+                p.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
+            if p.stale_in_isr:
+                p.stale_in_isr &= set(part.isr)
+            if p.ledger.suspects:
+                leader = part.leader
+                live = leader is not None and leader not in self.fenced and self.brokers[leader].running
+                p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+        return event
+
+    def _broker_events(self, partitions: list[ModelPartition]) -> bool:
+        """Steps 1 and 2 of a controller round: sessions that expire, registrations, directory
+        assignments landing, unfencing; each changes every partition it touches. Returns whether one came."""
+        ctx, event = self.ctx, False
         # A broker event changes every partition it touches in one step, each partition's change
         # built on its own (Kafka's ReplicationControlManager builds one PartitionChangeBuilder per
         # partition of the broker, and writes their records in one batch).
@@ -1375,40 +1436,6 @@ class ModelCluster:
                     self.down_order.remove(b)
                 for p in partitions:
                     controller.unfence(p.part, ctx)
-        if not event:
-            partitions = work  # type: ignore[assignment]  # no broker event: only they may move
-        touched = self._touched
-        for p in partitions:
-            if p.pending_alter is not None:
-                touched.add(p.id)
-                self._answer_alter_partition(p)
-            if p.replicas != p.part.replicas:
-                touched.add(p.id)
-                self._follow_assignment(p)
-        # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
-        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
-        # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
-        # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
-        fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
-        for p in partitions:
-            part = p.part
-            heard, told = (part.leader, part.leader_epoch), p.heard
-            for b in fetching:
-                if told[b] != heard:
-                    told[b] = heard
-                    touched.add(p.id)
-            eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
-            if len(part.isr) >= eff_min_isr:
-                p.frozen_min_isr = eff_min_isr
-                p.quorum_shrunk_by = None
-            if part.recovering and part.leader is not None:
-                p.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
-            if p.stale_in_isr:
-                p.stale_in_isr &= set(part.isr)
-            if p.ledger.suspects:
-                leader = part.leader
-                live = leader is not None and leader not in self.fenced and self.brokers[leader].running
-                p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
         return event
 
     def _answer_alter_partition(self, p: ModelPartition) -> None:
@@ -1418,7 +1445,7 @@ class ModelCluster:
             return
         if part.leader != req.leader or not self.brokers[req.leader].running:
             p.pending_alter = None
-        elif self._reachable(req.leader, CONTROLLER) and not self._alter_held(req.leader):
+        elif self._reaches(req.leader, CONTROLLER) and not self._alter_held(req.leader):
             p.pending_alter = None
             before = set(part.isr)
             error = controller.alter_partition(part, req, self.ctx)
