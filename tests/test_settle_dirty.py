@@ -263,8 +263,21 @@ def _brokers_quiet_across_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ModelCluster, "_controller_round", controller_round)
 
 
+def _links_kept_across_every_action(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The links' answers of the last settle (``_trips``) kept across every action, as if none
+    could cut, heal or slow a link or stop a broker (only a produce and a wait cannot)."""
+    original = ModelCluster._settle
+
+    def settle(self: ModelCluster) -> None:
+        if not self.full_settle and self._trips is None:
+            self._trips = self.__dict__.get("_planted_trips")
+        original(self)
+        self.__dict__["_planted_trips"] = self._trips
+    monkeypatch.setattr(ModelCluster, "_settle", settle)
+
+
 @pytest.mark.parametrize("plant", [_produce_marks_nothing, _links_reach_partition_zero_only,
-                                   _brokers_quiet_across_actions])
+                                   _brokers_quiet_across_actions, _links_kept_across_every_action])
 def test_a_wrong_dirty_rule_is_caught(plant: Callable[[pytest.MonkeyPatch], None],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Each planted wrong rule for what the settle may leave out is caught by the comparison.

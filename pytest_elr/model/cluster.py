@@ -152,7 +152,8 @@ class ModelCluster:
         )
         for p in self.partitions.values():
             p.frozen_min_isr = self.eff_min_isr_of(p)
-        #: ``_round_trip``'s answers during one settle (and ``_reaches``', as allow_slow None), else None
+        #: ``_round_trip``'s answers (and ``_reaches``', as allow_slow None) since the last action that
+        #: could change a link or a broker's state (``apply``), else None: not known to hold
         self._trips: dict[tuple[Node, Node, bool | None], bool] | None = None
         #: the partitions whose next round may change something (``_settle``); None: every one
         self._dirty: set[int] | None = None
@@ -540,7 +541,7 @@ class ModelCluster:
         return (src, dst) not in self.cut
 
     def _reaches(self, src: Node, dst: Node) -> bool:
-        """``_reachable``, answered once a settle (``_trips``: no round changes a link or a broker's state)."""
+        """``_reachable``, answered once while the links hold (``_trips``)."""
         trips = self._trips
         if trips is None:
             return self._reachable(src, dst)
@@ -634,6 +635,11 @@ class ModelCluster:
         # An assignment timing left for this action lands in it (``_assignment_lands_now``).
         self.dir_due, self.dir_late = self.dir_late & self.dir_pending, set()
         handler = ModelCluster.__dict__["_do"].dispatcher.dispatch(action.__class__)
+        if self.full_settle or not isinstance(action, (Produce, Wait)):
+            # A produce or a wait cuts, heals or slows no link, and starts, stops, pauses or resumes
+            # no broker: the links answer as in the last settle (``_trips``). Any other action may.
+            # ``full_settle`` asks them again: the reference (tests/test_settle_dirty.py).
+            self._trips = None
         if isinstance(action, Produce):
             # A produce appends to the partitions it sends to, and changes no partition record
             # (``note_change`` has nothing to see): only they settle, beside those still moving.
@@ -647,6 +653,7 @@ class ModelCluster:
             self._dirty = None
             result = handler(self, action)
             self._dirty = None
+            self._trips = None  # a handler that settles on its way (a restart) changes links after it
             for p in self.partitions.values():
                 p.note_change()
         self._settle()
@@ -1144,7 +1151,7 @@ class ModelCluster:
     def settle(self) -> None:
         """Deliver messages and let the controller and the leaders react until nothing changes,
         in every partition (what a caller that changed the state itself needs)."""
-        self._dirty = None
+        self._dirty, self._trips = None, None
         self._settle()
 
     def _mark_dirty(self, ids: Iterable[int]) -> None:
@@ -1167,70 +1174,69 @@ class ModelCluster:
         at the first round that leaves the fingerprint as it was -- or at one after which no
         partition and nothing of the cluster can move, where the next round would be that one."""
         # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
-        # the actions' handlers do): every link answers the same for the whole settle, once.
-        self._trips = {}
+        # the actions' handlers do): every link answers the same for the whole settle, once -- and
+        # after it, until an action that may change them (``apply``).
+        if self._trips is None:
+            self._trips = {}
         quorum = self.has_quorum()  # a majority of the controllers runs: links and controllers, as above
         every = list(self.partitions.values())
         full = self.full_settle or self.timing is not None
         quiet = False
         work = every if full or self._dirty is None else [p for p in every if p.id in self._dirty]
-        try:
-            key = self._partition_key
-            for p in work:  # a partition outside ``work`` is as its key says: nothing touched it since
+        key = self._partition_key
+        for p in work:  # a partition outside ``work`` is as its key says: nothing touched it since
+            p._key = key(p)
+        for p in every:
+            if p._key is None:
                 p._key = key(p)
-            for p in every:
-                if p._key is None:
-                    p._key = key(p)
-            before = self._cluster_fingerprint()  # a round's end state is the next one's start
-            for _ in range(MAX_SETTLE_ROUNDS):
-                event = self._controller_round(work, quiet, quorum)
-                if event:
-                    work = every
-                # Without a Timing the broker steps of the controller's part (``_broker_events``) read
-                # only what they alone change: after a round where they changed nothing, the next
-                # one's would change nothing either. ``full_settle`` runs them anyway: the reference.
-                quiet = not event and not full
-                for p in work:
-                    p.note_change()
-                # as the controller left them: as the round found those it did not touch
-                touched = self._touched
-                mid = [key(p) if event or p.id in touched else p._key for p in work]
-                replication_round, leader_round, finish_produce = \
-                    self._replication_round, self._leader_round, self._finish_produce
-                for p in work:
-                    replication_round(p)
-                    leader = p.part.leader
-                    if leader is None:
-                        leader_round(p)
-                    else:
-                        lead = p.logs[leader]
-                        hwm = lead.hwm
-                        leader_round(p)
-                        if p.part.leader == leader and lead.hwm > hwm:
-                            p.hwm_moves.append((hwm, lead.hwm, len(p.part.isr), self.seed_min_isr(p)))
-                    if p.pending_produce:
-                        finish_produce(p)
-                after = self._cluster_fingerprint()
-                cluster_moved = moved = after != before
-                moving = []  # the partitions the rest of the round changed: they run the next round
-                for p, k_mid in zip(work, mid, strict=True):
-                    k, was = key(p), p._key
-                    assert was is not None
-                    if not moved and (k[0] != was[0] or k[1] != was[1]):
-                        moved = True  # the fingerprint moved
-                    p._key = k
-                    if k[0] != k_mid[0] or k[2] != k_mid[2]:  # ``outrun`` apart (``_partition_key``)
-                        moving.append(p)
-                if not moved or not (full or cluster_moved or moving):
-                    # Those whose round changed what the fingerprint leaves out run again first
-                    # in the next settle (as the next round of a full settle would run them).
-                    self._dirty = {p.id for p in moving}
-                    return
-                before = after
-                work = every if full else moving
-            raise ModelError("the model did not settle (livelock in the rules)")
-        finally:
-            self._trips = None
+        before = self._cluster_fingerprint()  # a round's end state is the next one's start
+        for _ in range(MAX_SETTLE_ROUNDS):
+            event = self._controller_round(work, quiet, quorum)
+            if event:
+                work = every
+            # Without a Timing the broker steps of the controller's part (``_broker_events``) read
+            # only what they alone change: after a round where they changed nothing, the next
+            # one's would change nothing either. ``full_settle`` runs them anyway: the reference.
+            quiet = not event and not full
+            for p in work:
+                p.note_change()
+            # as the controller left them: as the round found those it did not touch
+            touched = self._touched
+            mid = [key(p) if event or p.id in touched else p._key for p in work]
+            replication_round, leader_round, finish_produce = \
+                self._replication_round, self._leader_round, self._finish_produce
+            for p in work:
+                replication_round(p)
+                leader = p.part.leader
+                if leader is None:
+                    leader_round(p)
+                else:
+                    lead = p.logs[leader]
+                    hwm = lead.hwm
+                    leader_round(p)
+                    if p.part.leader == leader and lead.hwm > hwm:
+                        p.hwm_moves.append((hwm, lead.hwm, len(p.part.isr), self.seed_min_isr(p)))
+                if p.pending_produce:
+                    finish_produce(p)
+            after = self._cluster_fingerprint()
+            cluster_moved = moved = after != before
+            moving = []  # the partitions the rest of the round changed: they run the next round
+            for p, k_mid in zip(work, mid, strict=True):
+                k, was = key(p), p._key
+                assert was is not None
+                if not moved and (k[0] != was[0] or k[1] != was[1]):
+                    moved = True  # the fingerprint moved
+                p._key = k
+                if k[0] != k_mid[0] or k[2] != k_mid[2]:  # ``outrun`` apart (``_partition_key``)
+                    moving.append(p)
+            if not moved or not (full or cluster_moved or moving):
+                # Those whose round changed what the fingerprint leaves out run again first
+                # in the next settle (as the next round of a full settle would run them).
+                self._dirty = {p.id for p in moving}
+                return
+            before = after
+            work = every if full else moving
+        raise ModelError("the model did not settle (livelock in the rules)")
 
     def _cluster_fingerprint(self) -> tuple[object, ...]:
         return tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller
