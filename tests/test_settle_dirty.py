@@ -253,10 +253,11 @@ def _brokers_quiet_across_actions(monkeypatch: pytest.MonkeyPatch) -> None:
         self.__dict__["_planted_first"] = True
         original_settle(self)
 
-    def controller_round(self: ModelCluster, work: Any = None, quiet: bool = False, quorum: Any = None) -> bool:
+    def controller_round(self: ModelCluster, work: Any = None, quiet: bool = False, quorum: Any = None,
+                         fetching: Any = None) -> bool:
         if self.__dict__.pop("_planted_first", False) and not self.full_settle and self.timing is None:
             quiet = self.__dict__.get("_planted_quiet", False)
-        event = original_round(self, work, quiet, quorum)
+        event = original_round(self, work, quiet, quorum, fetching)
         self.__dict__["_planted_quiet"] = not event
         return event
     monkeypatch.setattr(ModelCluster, "_settle", settle)

@@ -615,11 +615,12 @@ class ModelCluster:
         follower is out, what the scenarios mean). Returns whether the set changed (in a partition)."""
         changed = False
         for p in self.partitions.values():
-            chosen: frozenset[int] = frozenset()
             if self.timing is not None:
                 chosen = self.timing.choose(late_in_sync_options(self.late_in_sync_candidates(p)))
             elif not p.late_in_sync:
                 continue  # the canonical choice, already taken: nothing changes
+            else:
+                chosen = _NONE_LATE
             for f in chosen:
                 p.follower_leo.setdefault(f, p.logs[f].leo)  # its late fetch told the leader
             if chosen != p.late_in_sync:
@@ -1179,6 +1180,7 @@ class ModelCluster:
         if self._trips is None:
             self._trips = {}
         quorum = self.has_quorum()  # a majority of the controllers runs: links and controllers, as above
+        fetching = self._fetching_metadata()  # links, as above
         every = list(self.partitions.values())
         full = self.full_settle or self.timing is not None
         quiet = False
@@ -1191,7 +1193,7 @@ class ModelCluster:
                 p._key = key(p)
         before = self._cluster_fingerprint()  # a round's end state is the next one's start
         for _ in range(MAX_SETTLE_ROUNDS):
-            event = self._controller_round(work, quiet, quorum)
+            event = self._controller_round(work, quiet, quorum, fetching)
             if event:
                 work = every
             # Without a Timing the broker steps of the controller's part (``_broker_events``) read
@@ -1218,7 +1220,8 @@ class ModelCluster:
                         p.hwm_moves.append((hwm, lead.hwm, len(p.part.isr), self.seed_min_isr(p)))
                 if p.pending_produce:
                     finish_produce(p)
-            after = self._cluster_fingerprint()
+            # fencing and registration change only in a broker event, the active controller in no round
+            after = self._cluster_fingerprint() if event else before
             cluster_moved = moved = after != before
             moving = []  # the partitions the rest of the round changed: they run the next round
             for p, k_mid in zip(work, mid, strict=True):
@@ -1326,11 +1329,12 @@ class ModelCluster:
             controller.fence(p.part, broker, self.ctx)
 
     def _controller_round(self, work: list[ModelPartition] | None = None, quiet: bool = False,
-                          quorum: bool | None = None) -> bool:
+                          quorum: bool | None = None, fetching: list[int] | None = None) -> bool:
         """One round of the controller. ``work``: the partitions that may move (None: every one); a
         broker event makes it every one. Returns whether one did. ``quiet``: the broker events are
-        known to change nothing (``_settle``); ``quorum``: ``has_quorum()`` if known."""
-        partitions = list(self.partitions.values())
+        known to change nothing (``_settle``); ``quorum``: ``has_quorum()``, ``fetching``: the brokers
+        that fetch the metadata (step 4), if known."""
+        partitions = list(self.partitions.values()) if work is None or not quiet else work
         event = work is None
         #: of ``work``, the partitions whose AlterPartition, assignment or leader as the brokers know
         #: it this round changed (read by ``_settle`` when no broker event came)
@@ -1357,7 +1361,8 @@ class ModelCluster:
         # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
         # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
         # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
-        fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
+        if fetching is None:
+            fetching = self._fetching_metadata()
         for p in partitions:
             part = p.part
             heard, told = (part.leader, part.leader_epoch), p.heard
@@ -1378,6 +1383,9 @@ class ModelCluster:
                 live = leader is not None and leader not in self.fenced and self.brokers[leader].running
                 p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
         return event
+
+    def _fetching_metadata(self) -> list[int]:
+        return [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
 
     def _broker_events(self, partitions: list[ModelPartition]) -> bool:
         """Steps 1 and 2 of a controller round: sessions that expire, registrations, directory
@@ -1530,7 +1538,8 @@ class ModelCluster:
                                                  rules)
         if may_advance:
             lead_leo = len(lead.log)
-            ends = [lead_leo if b == leader else follower_leo.get(b, 0) for b in self.maximal_isr(p)]
+            members = isr if p.pending_alter is None else self.maximal_isr(p)  # ``maximal_isr``: the ISR then
+            ends = [lead_leo if b == leader else follower_leo.get(b, 0) for b in members]
             if controller.hwm_reevaluated(p.hwm_waits_since is None):
                 p.hwm_window_open = True
                 # The HWM may pass, by records the model does not see, every follower out of the ISR
@@ -1557,10 +1566,11 @@ class ModelCluster:
                 if self._round_trip(f, leader) if ok is None else ok:
                     can_fetch.add(f)
         if p.late_in_sync:
-            late = {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}
+            late: set[int] | frozenset[int] = \
+                {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}
             can_fetch |= late
         else:
-            late = set()
+            late = _NONE_LATE
         shrunk = [b for b in isr if b == leader or b in can_fetch]
         if len(shrunk) < len(isr) - 1:  # which leave first is timing: every choice under a Timing
             lagging = [b for b in isr if b not in shrunk]
@@ -1609,6 +1619,9 @@ class ModelCluster:
         if lead.hwm > n and _common_prefix(p.committed, lead.log) == n:
             p.committed.extend(lead.log[n : lead.hwm])
 
+
+#: the canonical choice of ``_choose_late_in_sync``: no slow follower counted in sync
+_NONE_LATE: frozenset[int] = frozenset()
 
 #: up to this many slow followers that may be back, every subset of them is a choice; past it, none,
 #: each alone, or all (``late_in_sync_options``)

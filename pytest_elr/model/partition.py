@@ -177,9 +177,13 @@ class ModelPartition:
         return new
 
     def note_change(self) -> None:
-        now = self.part.view()
-        if now != self._seen:
-            change = (self._seen, now)
+        part, seen = self.part, self._seen
+        # ``part.view() != seen`` field by field: the view is built only for a change (run for every
+        # partition in every round of a settle)
+        if part.leader != seen.leader or part.leader_epoch != seen.leader_epoch or part.recovering != seen.recovering \
+                or tuple(part.isr) != seen.isr or tuple(part.elr) != seen.elr:
+            now = part.view()
+            change = (seen, now)
             admitted = frozenset(self._admitted_since_seen) if self._admitted_since_seen else _NO_ADMISSION
             changes, admissions = self.changes, self.admitted
             if len(changes) > 1 and changes[-2] == change:
