@@ -1506,7 +1506,10 @@ class ModelCluster:
             follower = logs[f]
             log = follower.log
             end = len(log)  # kept as the log changes below (at most the leader's: a prefix of its log)
-            common = _common_prefix(log, lead_log)
+            limit = end if end < lead_leo else lead_leo
+            # ``_common_prefix``'s first test inline: a follower that holds the leader's records shares
+            # its last one (the leader's own object)
+            common = limit if limit == 0 or log[limit - 1] is lead_log[limit - 1] else _common_prefix(log, lead_log)
             if common < end:
                 del log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
