@@ -1493,7 +1493,7 @@ class ModelCluster:
         logs, heard, brokers, trips = p.logs, p.heard, self.brokers, self._trips
         lead = logs[leader]
         lead_log = lead.log
-        lead_leo = len(lead_log)  # the leader's log does not change in this round
+        lead_leo, lead_hwm = len(lead_log), lead.hwm  # the leader's log and HWM do not change in this round
         for f in p.replicas:
             if f == leader:
                 continue
@@ -1518,7 +1518,7 @@ class ModelCluster:
                 p.hwm_waits_since = None  # a fetch that moves a follower's log end
                 log.extend(lead_log[end:])
                 end = lead_leo
-            follower.hwm = min(lead.hwm, end)
+            follower.hwm = lead_hwm if lead_hwm < end else end  # min(): the leader's HWM holds in this round
             p.follower_leo[f] = end
             p.follower_fetch_epoch[f] = broker.epoch
 
