@@ -529,10 +529,11 @@ class ModelCluster:
             # controller that is not active changes nothing, and once another controller is active
             # the broker reaches it (crash_controller: active) and is unfenced. Measured on Kafka
             # 4.4.0: scenarios/broker_cut_from_active_controller.elr.yaml.
-            active = one_controller(self.active_controller)
-            if (active if src == CONTROLLER else src, active if dst == CONTROLLER else dst) in self.cut \
-                    and self.profile.rules.broker_link_is_to_active_controller:
-                return False
+            if self.cut:  # nothing cut (the usual case): no link to look up
+                active = one_controller(self.active_controller)
+                if (active if src == CONTROLLER else src, active if dst == CONTROLLER else dst) in self.cut \
+                        and self.profile.rules.broker_link_is_to_active_controller:
+                    return False
         for node in (src, dst):
             if node != CONTROLLER:
                 b = self.brokers[int(node)]
@@ -662,7 +663,8 @@ class ModelCluster:
             self._settle()
         if isinstance(result, ProduceOutcome):
             for p in self.partitions.values():
-                self._finish_produce(p)
+                if p.pending_produce:  # ``_finish_produce`` has nothing to do without
+                    self._finish_produce(p)
         return result
 
     @classmethod
@@ -1177,9 +1179,13 @@ class ModelCluster:
         # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
         # the actions' handlers do): every link answers the same for the whole settle, once -- and
         # after it, until an action that may change them (``apply``).
-        if self._trips is None:
-            self._trips = {}
-        quorum = self.has_quorum()  # a majority of the controllers runs: links and controllers, as above
+        trips = self._trips
+        if trips is None:
+            trips = self._trips = {}
+        # a majority of the controllers runs: links and controllers, as above (kept with the links' answers)
+        quorum = trips.get(_QUORUM)
+        if quorum is None:
+            quorum = trips[_QUORUM] = self.has_quorum()
         fetching = self._fetching_metadata()  # links, as above
         every = list(self.partitions.values())
         full = self.full_settle or self.timing is not None
@@ -1363,6 +1369,7 @@ class ModelCluster:
         # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
         if fetching is None:
             fetching = self._fetching_metadata()
+        min_isr, profile = self.min_isr, self.profile
         for p in partitions:
             part = p.part
             heard, told = (part.leader, part.leader_epoch), p.heard
@@ -1370,7 +1377,8 @@ class ModelCluster:
                 if told[b] != heard:
                     told[b] = heard
                     touched.add(p.id)
-            eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
+            eff_min_isr = effective_min_isr(min_isr, len(p.replicas), profile)  # ``eff_min_isr_of``: the assignment
+            # is followed, fixed for the rest of the round
             if len(part.isr) >= eff_min_isr:
                 p.frozen_min_isr = eff_min_isr
                 p.quorum_shrunk_by = None
@@ -1622,6 +1630,9 @@ class ModelCluster:
         if lead.hwm > n and _common_prefix(p.committed, lead.log) == n:
             p.committed.extend(lead.log[n : lead.hwm])
 
+
+#: ``_trips``' entry for ``has_quorum()`` (no link: its answer changes with the same actions)
+_QUORUM: tuple[Node, Node, None] = (CONTROLLER, CONTROLLER, None)
 
 #: the canonical choice of ``_choose_late_in_sync``: no slow follower counted in sync
 _NONE_LATE: frozenset[int] = frozenset()
