@@ -152,8 +152,9 @@ class ModelCluster:
         )
         for p in self.partitions.values():
             p.frozen_min_isr = self.eff_min_isr_of(p)
-        #: ``_round_trip``'s answers during one settle, else None (``settle``)
-        self._trips: dict[tuple[Node, Node, bool], bool] | None = None
+        #: ``_round_trip``'s answers (and ``_reaches``', as allow_slow None) since the last action that
+        #: could change a link or a broker's state (``apply``), else None: not known to hold
+        self._trips: dict[tuple[Node, Node, bool | None], bool] | None = None
         #: the partitions whose next round may change something (``_settle``); None: every one
         self._dirty: set[int] | None = None
         self._produced_to: list[int] = []  # the partitions the last produce sent records to
@@ -532,16 +533,27 @@ class ModelCluster:
             # controller that is not active changes nothing, and once another controller is active
             # the broker reaches it (crash_controller: active) and is unfenced. Measured on Kafka
             # 4.4.0: scenarios/broker_cut_from_active_controller.elr.yaml.
-            active = one_controller(self.active_controller)
-            if (active if src == CONTROLLER else src, active if dst == CONTROLLER else dst) in self.cut \
-                    and self.profile.rules.broker_link_is_to_active_controller:
-                return False
+            if self.cut:  # nothing cut (the usual case): no link to look up
+                active = one_controller(self.active_controller)
+                if (active if src == CONTROLLER else src, active if dst == CONTROLLER else dst) in self.cut \
+                        and self.profile.rules.broker_link_is_to_active_controller:
+                    return False
         for node in (src, dst):
             if node != CONTROLLER:
                 b = self.brokers[int(node)]
                 if not b.running or b.paused:
                     return False
         return (src, dst) not in self.cut
+
+    def _reaches(self, src: Node, dst: Node) -> bool:
+        """``_reachable``, answered once while the links hold (``_trips``)."""
+        trips = self._trips
+        if trips is None:
+            return self._reachable(src, dst)
+        known = trips.get((src, dst, None))
+        if known is None:
+            known = trips[(src, dst, None)] = self._reachable(src, dst)
+        return known
 
     def _round_trip(self, a: Node, b: Node, allow_slow: bool = False) -> bool:
         trips = self._trips
@@ -620,11 +632,12 @@ class ModelCluster:
         follower is out, what the scenarios mean). Returns whether the set changed (in a partition)."""
         changed = False
         for p in self.partitions.values():
-            chosen: frozenset[int] = frozenset()
             if self.timing is not None:
                 chosen = self.timing.choose(late_in_sync_options(self.late_in_sync_candidates(p)))
             elif not p.late_in_sync:
                 continue  # the canonical choice, already taken: nothing changes
+            else:
+                chosen = _NONE_LATE
             for f in chosen:
                 p.follower_leo.setdefault(f, p.logs[f].leo)  # its late fetch told the leader
             if chosen != p.late_in_sync:
@@ -640,6 +653,11 @@ class ModelCluster:
         # An assignment timing left for this action lands in it (``_assignment_lands_now``).
         self.dir_due, self.dir_late = self.dir_late & self.dir_pending, set()
         handler = ModelCluster.__dict__["_do"].dispatcher.dispatch(action.__class__)
+        if self.full_settle or not isinstance(action, (Produce, Wait)):
+            # A produce or a wait cuts, heals or slows no link, and starts, stops, pauses or resumes
+            # no broker: the links answer as in the last settle (``_trips``). Any other action may.
+            # ``full_settle`` asks them again: the reference (tests/test_settle_dirty.py).
+            self._trips = None
         if isinstance(action, Produce):
             # A produce appends to the partitions it sends to, and changes no partition record
             # (``note_change`` has nothing to see): only they settle, beside those still moving.
@@ -653,6 +671,7 @@ class ModelCluster:
             self._dirty = None
             result = handler(self, action)
             self._dirty = None
+            self._trips = None  # a handler that settles on its way (a restart) changes links after it
             for p in self.partitions.values():
                 p.note_change()
         self._settle()
@@ -660,7 +679,8 @@ class ModelCluster:
             self._settle()
         if isinstance(result, ProduceOutcome):
             for p in self.partitions.values():
-                self._finish_produce(p)
+                if p.pending_produce:  # ``_finish_produce`` has nothing to do without
+                    self._finish_produce(p)
         return result
 
     @classmethod
@@ -1142,14 +1162,15 @@ class ModelCluster:
 
     # --- settling ----------------------------------------------------------------------------
 
-    #: every partition in every round of every settle, as before the dirty sets (issue 27): the
-    #: differential test's reference (tests/test_settle_dirty.py); a Timing settles so as well
+    #: every partition, and the controller's broker steps, in every round of every settle, as before
+    #: the dirty sets (issue 27): the differential test's reference (tests/test_settle_dirty.py); a
+    #: Timing settles so as well
     full_settle = False
 
     def settle(self) -> None:
         """Deliver messages and let the controller and the leaders react until nothing changes,
         in every partition (what a caller that changed the state itself needs)."""
-        self._dirty = None
+        self._dirty, self._trips = None, None
         self._settle()
 
     def _mark_dirty(self, ids: Iterable[int]) -> None:
@@ -1172,64 +1193,75 @@ class ModelCluster:
         at the first round that leaves the fingerprint as it was -- or at one after which no
         partition and nothing of the cluster can move, where the next round would be that one."""
         # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
-        # the actions' handlers do): every link answers the same for the whole settle, once.
-        self._trips = {}
+        # the actions' handlers do): every link answers the same for the whole settle, once -- and
+        # after it, until an action that may change them (``apply``).
+        trips = self._trips
+        if trips is None:
+            trips = self._trips = {}
+        # a majority of the controllers runs: links and controllers, as above (kept with the links' answers)
+        quorum = trips.get(_QUORUM)
+        if quorum is None:
+            quorum = trips[_QUORUM] = self.has_quorum()
+        fetching = self._fetching_metadata()  # links, as above
         every = list(self.partitions.values())
         full = self.full_settle or self.timing is not None
+        quiet = False
         work = every if full or self._dirty is None else [p for p in every if p.id in self._dirty]
-        try:
-            key = self._partition_key
-            for p in work:  # a partition outside ``work`` is as its key says: nothing touched it since
+        key = self._partition_key
+        for p in work:  # a partition outside ``work`` is as its key says: nothing touched it since
+            p._key = key(p)
+        for p in every:
+            if p._key is None:
                 p._key = key(p)
-            for p in every:
-                if p._key is None:
-                    p._key = key(p)
-            before = self._cluster_fingerprint()  # a round's end state is the next one's start
-            for _ in range(MAX_SETTLE_ROUNDS):
-                event = self._controller_round(work)
-                if event:
-                    work = every
-                for p in work:
-                    p.note_change()
-                # as the controller left them: as the round found those it did not touch
-                touched = self._touched
-                mid = [key(p) if event or p.id in touched else p._key for p in work]
-                replication_round, leader_round, finish_produce = \
-                    self._replication_round, self._leader_round, self._finish_produce
-                for p in work:
-                    replication_round(p)
-                    leader = p.part.leader
-                    if leader is None:
-                        leader_round(p)
-                    else:
-                        lead = p.logs[leader]
-                        hwm = lead.hwm
-                        leader_round(p)
-                        if p.part.leader == leader and lead.hwm > hwm:
-                            p.hwm_moves.append((hwm, lead.hwm, len(p.part.isr), self.seed_min_isr(p)))
-                    if p.pending_produce:
-                        finish_produce(p)
-                after = self._cluster_fingerprint()
-                cluster_moved = moved = after != before
-                moving = []  # the partitions the rest of the round changed: they run the next round
-                for p, k_mid in zip(work, mid, strict=True):
-                    k, was = key(p), p._key
-                    assert was is not None
-                    if not moved and (k[0] != was[0] or k[1] != was[1]):
-                        moved = True  # the fingerprint moved
-                    p._key = k
-                    if k[0] != k_mid[0] or k[2] != k_mid[2]:  # ``outrun`` apart (``_partition_key``)
-                        moving.append(p)
-                if not moved or not (full or cluster_moved or moving):
-                    # Those whose round changed what the fingerprint leaves out run again first
-                    # in the next settle (as the next round of a full settle would run them).
-                    self._dirty = {p.id for p in moving}
-                    return
-                before = after
-                work = every if full else moving
-            raise ModelError("the model did not settle (livelock in the rules)")
-        finally:
-            self._trips = None
+        before = self._cluster_fingerprint()  # a round's end state is the next one's start
+        for _ in range(MAX_SETTLE_ROUNDS):
+            event = self._controller_round(work, quiet, quorum, fetching)
+            if event:
+                work = every
+            # Without a Timing the broker steps of the controller's part (``_broker_events``) read
+            # only what they alone change: after a round where they changed nothing, the next
+            # one's would change nothing either. ``full_settle`` runs them anyway: the reference.
+            quiet = not event and not full
+            for p in work:
+                p.note_change()
+            # as the controller left them: as the round found those it did not touch
+            touched = self._touched
+            mid = [key(p) if event or p.id in touched else p._key for p in work]
+            replication_round, leader_round, finish_produce = \
+                self._replication_round, self._leader_round, self._finish_produce
+            for p in work:
+                replication_round(p)
+                leader = p.part.leader
+                if leader is None:
+                    leader_round(p)
+                else:
+                    lead = p.logs[leader]
+                    hwm = lead.hwm
+                    leader_round(p)
+                    if p.part.leader == leader and lead.hwm > hwm:
+                        p.hwm_moves.append((hwm, lead.hwm, len(p.part.isr), self.seed_min_isr(p)))
+                if p.pending_produce:
+                    finish_produce(p)
+            # fencing and registration change only in a broker event, the active controller in no round
+            after = self._cluster_fingerprint() if event else before
+            cluster_moved = moved = after != before
+            moving = []  # the partitions the rest of the round changed: they run the next round
+            for p, k_mid in zip(work, mid, strict=True):
+                k, was = key(p), p._key
+                assert was is not None
+                if not moved and (k[0] != was[0] or k[1] != was[1]):
+                    moved = True  # the fingerprint moved
+                p._key = k
+                if k[0] != k_mid[0] or k[2] != k_mid[2]:  # ``outrun`` apart (``_partition_key``)
+                    moving.append(p)
+            if not moved or not (full or cluster_moved or moving):
+                # Those whose round changed what the fingerprint leaves out run again first
+                # in the next settle (as the next round of a full settle would run them).
+                self._dirty = {p.id for p in moving}
+                return
+            before = after
+            work = every if full else moving
+        raise ModelError("the model did not settle (livelock in the rules)")
 
     def _cluster_fingerprint(self) -> tuple[object, ...]:
         return tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller
@@ -1318,20 +1350,71 @@ class ModelCluster:
         for p in partitions if self.profile.rules.broker_event_changes_every_partition else partitions[:1]:
             controller.fence(p.part, broker, self.ctx)
 
-    def _controller_round(self, work: list[ModelPartition] | None = None) -> bool:
+    def _controller_round(self, work: list[ModelPartition] | None = None, quiet: bool = False,
+                          quorum: bool | None = None, fetching: list[int] | None = None) -> bool:
         """One round of the controller. ``work``: the partitions that may move (None: every one); a
-        broker event makes it every one. Returns whether one did."""
-        ctx, partitions = self.ctx, list(self.partitions.values())
+        broker event makes it every one. Returns whether one did. ``quiet``: the broker events are
+        known to change nothing (``_settle``); ``quorum``: ``has_quorum()``, ``fetching``: the brokers
+        that fetch the metadata (step 4), if known."""
+        partitions = list(self.partitions.values()) if work is None or not quiet else work
         event = work is None
         #: of ``work``, the partitions whose AlterPartition, assignment or leader as the brokers know
         #: it this round changed (read by ``_settle`` when no broker event came)
         self._touched: set[int] = set()
-        if not self.has_quorum():
+        if not (self.has_quorum() if quorum is None else quorum):
             # No active controller (KIP-595: a leader needs a majority's votes): no session
             # expires, no broker registers or is unfenced, no AlterPartition is answered and no
             # metadata reaches a broker until a majority runs again. The brokers keep the last
             # metadata they fetched; the leader keeps serving with the ISR it has.
             return False
+        if not quiet and self._broker_events(partitions):
+            event = True
+        if not event:
+            partitions = work  # type: ignore[assignment]  # no broker event: only they may move
+        touched = self._touched
+        for p in partitions:
+            if p.pending_alter is not None:
+                touched.add(p.id)
+                self._answer_alter_partition(p)
+            if p.replicas != p.part.replicas:
+                touched.add(p.id)
+                self._follow_assignment(p)
+        # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
+        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
+        # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
+        # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
+        if fetching is None:
+            fetching = self._fetching_metadata()
+        min_isr, profile = self.min_isr, self.profile
+        for p in partitions:
+            part = p.part
+            heard, told = (part.leader, part.leader_epoch), p.heard
+            for b in fetching:
+                if told[b] != heard:
+                    told[b] = heard
+                    touched.add(p.id)
+            eff_min_isr = effective_min_isr(min_isr, len(p.replicas), profile)  # ``eff_min_isr_of``: the assignment
+            # is followed, fixed for the rest of the round
+            if len(part.isr) >= eff_min_isr:
+                p.frozen_min_isr = eff_min_isr
+                p.quorum_shrunk_by = None
+            if part.recovering and part.leader is not None:
+                p.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
+            if p.stale_in_isr:
+                p.stale_in_isr &= set(part.isr)
+            if p.ledger.suspects:
+                leader = part.leader
+                live = leader is not None and leader not in self.fenced and self.brokers[leader].running
+                p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
+        return event
+
+    def _fetching_metadata(self) -> list[int]:
+        return [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
+
+    def _broker_events(self, partitions: list[ModelPartition]) -> bool:
+        """Steps 1 and 2 of a controller round: sessions that expire, registrations, directory
+        assignments landing, unfencing; each changes every partition it touches. Returns whether one came."""
+        ctx, event = self.ctx, False
         # A broker event changes every partition it touches in one step, each partition's change
         # built on its own (Kafka's ReplicationControlManager builds one PartitionChangeBuilder per
         # partition of the broker, and writes their records in one batch).
@@ -1391,40 +1474,6 @@ class ModelCluster:
                     self.down_order.remove(b)
                 for p in partitions:
                     controller.unfence(p.part, ctx)
-        if not event:
-            partitions = work  # type: ignore[assignment]  # no broker event: only they may move
-        touched = self._touched
-        for p in partitions:
-            if p.pending_alter is not None:
-                touched.add(p.id)
-                self._answer_alter_partition(p)
-            if p.replicas != p.part.replicas:
-                touched.add(p.id)
-                self._follow_assignment(p)
-        # 4. Metadata reaches the brokers that can fetch it: a KRaft broker pulls the metadata log
-        # from the controller, so a cut either way stops it (found by elr explore on Kafka 4.0.2 and
-        # on 4.1.0: a broker cut towards the controller never learnt the new leader, so never fetched
-        # from it). A held AlterPartition (``slow``) or held heartbeats do not: the fetches flow.
-        fetching = [b for b in self.brokers_ids if self._round_trip(b, CONTROLLER, allow_slow=True)]
-        for p in partitions:
-            part = p.part
-            heard, told = (part.leader, part.leader_epoch), p.heard
-            for b in fetching:
-                if told[b] != heard:
-                    told[b] = heard
-                    touched.add(p.id)
-            eff_min_isr = self.eff_min_isr_of(p)  # the assignment is followed: fixed for the rest of the round
-            if len(part.isr) >= eff_min_isr:
-                p.frozen_min_isr = eff_min_isr
-                p.quorum_shrunk_by = None
-            if part.recovering and part.leader is not None:
-                p.unclean_restarted.discard(part.leader)  # elected uncleanly: its log is the truth
-            if p.stale_in_isr:
-                p.stale_in_isr &= set(part.isr)
-            if p.ledger.suspects:
-                leader = part.leader
-                live = leader is not None and leader not in self.fenced and self.brokers[leader].running
-                p.ledger.caught_up(part.isr, eff_min_isr, live, self.profile.rules.ledger_resets_on_catch_up)
         return event
 
     def _answer_alter_partition(self, p: ModelPartition) -> None:
@@ -1434,7 +1483,7 @@ class ModelCluster:
             return
         if part.leader != req.leader or not self.brokers[req.leader].running:
             p.pending_alter = None
-        elif self._reachable(req.leader, CONTROLLER) and not self._alter_held(req.leader):
+        elif self._reaches(req.leader, CONTROLLER) and not self._alter_held(req.leader):
             p.pending_alter = None
             before = set(part.isr)
             error = controller.alter_partition(part, req, self.ctx)
@@ -1468,7 +1517,7 @@ class ModelCluster:
         logs, heard, brokers, trips = p.logs, p.heard, self.brokers, self._trips
         lead = logs[leader]
         lead_log = lead.log
-        lead_leo = len(lead_log)  # the leader's log does not change in this round
+        lead_leo, lead_hwm = len(lead_log), lead.hwm  # the leader's log and HWM do not change in this round
         for f in p.replicas:
             if f == leader:
                 continue
@@ -1481,7 +1530,10 @@ class ModelCluster:
             follower = logs[f]
             log = follower.log
             end = len(log)  # kept as the log changes below (at most the leader's: a prefix of its log)
-            common = _common_prefix(log, lead_log)
+            limit = end if end < lead_leo else lead_leo
+            # ``_common_prefix``'s first test inline: a follower that holds the leader's records shares
+            # its last one (the leader's own object)
+            common = limit if limit == 0 or log[limit - 1] is lead_log[limit - 1] else _common_prefix(log, lead_log)
             if common < end:
                 del log[common:]  # divergent suffix: truncate to the leader's log
                 follower.flushed = min(follower.flushed, common)
@@ -1490,7 +1542,7 @@ class ModelCluster:
                 p.hwm_waits_since = None  # a fetch that moves a follower's log end
                 log.extend(lead_log[end:])
                 end = lead_leo
-            follower.hwm = min(lead.hwm, end)
+            follower.hwm = lead_hwm if lead_hwm < end else end  # min(): the leader's HWM holds in this round
             p.follower_leo[f] = end
             p.follower_fetch_epoch[f] = broker.epoch
 
@@ -1513,7 +1565,8 @@ class ModelCluster:
                                                  rules)
         if may_advance:
             lead_leo = len(lead.log)
-            ends = [lead_leo if b == leader else follower_leo.get(b, 0) for b in self.maximal_isr(p)]
+            members = isr if p.pending_alter is None else self.maximal_isr(p)  # ``maximal_isr``: the ISR then
+            ends = [lead_leo if b == leader else follower_leo.get(b, 0) for b in members]
             if controller.hwm_reevaluated(p.hwm_waits_since is None):
                 p.hwm_window_open = True
                 # The HWM may pass, by records the model does not see, every follower out of the ISR
@@ -1540,10 +1593,11 @@ class ModelCluster:
                 if self._round_trip(f, leader) if ok is None else ok:
                     can_fetch.add(f)
         if p.late_in_sync:
-            late = {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}
+            late: set[int] | frozenset[int] = \
+                {f for f in p.late_in_sync if f in part.replicas and self._fetches_late(p, f, leader)}
             can_fetch |= late
         else:
-            late = set()
+            late = _NONE_LATE
         shrunk = [b for b in isr if b == leader or b in can_fetch]
         if len(shrunk) < len(isr) - 1:  # which leave first is timing: every choice under a Timing
             lagging = [b for b in isr if b not in shrunk]
@@ -1592,6 +1646,12 @@ class ModelCluster:
         if lead.hwm > n and _common_prefix(p.committed, lead.log) == n:
             p.committed.extend(lead.log[n : lead.hwm])
 
+
+#: ``_trips``' entry for ``has_quorum()`` (no link: its answer changes with the same actions)
+_QUORUM: tuple[Node, Node, None] = (CONTROLLER, CONTROLLER, None)
+
+#: the canonical choice of ``_choose_late_in_sync``: no slow follower counted in sync
+_NONE_LATE: frozenset[int] = frozenset()
 
 #: up to this many slow followers that may be back, every subset of them is a choice; past it, none,
 #: each alone, or all (``late_in_sync_options``)

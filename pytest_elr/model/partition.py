@@ -15,6 +15,9 @@ from pytest_elr.core.observation import ProduceOutcome
 from pytest_elr.model.ledger import LossLedger
 from pytest_elr.model.state import AlterPartition, PartitionRecord, PartitionView, Record, Replica
 
+#: what ``admitted`` holds for a change that added nobody to the ISR (shared: most changes)
+_NO_ADMISSION: frozenset[int] = frozenset()
+
 
 @dataclass
 class Send:
@@ -174,9 +177,24 @@ class ModelPartition:
         return new
 
     def note_change(self) -> None:
-        now = self.part.view()
-        if now != self._seen:
-            self.changes.append((self._seen, now))
-            self.admitted.append(frozenset(self._admitted_since_seen))
+        part, seen = self.part, self._seen
+        # ``part.view() != seen`` field by field: the view is built only for a change (run for every
+        # partition in every round of a settle)
+        if part.leader != seen.leader or part.leader_epoch != seen.leader_epoch or part.recovering != seen.recovering \
+                or tuple(part.isr) != seen.isr or tuple(part.elr) != seen.elr:
+            now = part.view()
+            change = (seen, now)
+            admitted = frozenset(self._admitted_since_seen) if self._admitted_since_seen else _NO_ADMISSION
+            changes, admissions = self.changes, self.admitted
+            if len(changes) > 1 and changes[-2] == change:
+                # The same change as two changes ago (an ISR that shrinks and grows back, again): its
+                # entries are shared (immutable). A history of many partitions is most of the heap,
+                # and every full collection of the garbage collector walks all of it (issue 27, speed).
+                change = changes[-2]
+                now = change[1]
+                if admissions[-2] == admitted:
+                    admitted = admissions[-2]
+            changes.append(change)
+            admissions.append(admitted)
             self._seen = now
         self._admitted_since_seen.clear()

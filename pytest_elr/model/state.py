@@ -80,7 +80,10 @@ class PartitionRecord:
         """Members in replica-assignment order (how Kafka lists them and elects); members no longer
         assigned (kept in the ELR by Kafka's reassignment) after them, in id order."""
         wanted = set(members)
-        return [r for r in self.replicas if r in wanted] + sorted(wanted - set(self.replicas))
+        assigned = [r for r in self.replicas if r in wanted]
+        if wanted.issubset(self.replicas):
+            return assigned  # every member assigned (the usual case): none after them
+        return assigned + sorted(wanted - set(self.replicas))
 
 
 @dataclass(frozen=True)
