@@ -23,6 +23,7 @@ from pytest_elr.actions import (
     ElectLeaders,
     MoveLogDir,
     Reassign,
+    UncleanElection,
     action_from_event,
 )
 from pytest_elr.api import ClusterHandle
@@ -357,8 +358,13 @@ class _Client:
 
 
 class _Answers:
-    def result(self, timeout: float) -> dict[str, Any]:
-        return {"t-2": None}
+    """ElectLeaders' answer: one error per partition asked (None: elected)."""
+
+    def __init__(self, partitions: list[Any], errors: dict[int, Any] | None = None) -> None:
+        self.partitions, self.errors = partitions, errors or {}
+
+    def result(self, timeout: float) -> dict[Any, Any]:
+        return {tp: self.errors.get(tp.partition) for tp in self.partitions}
 
 
 @pytest.mark.parametrize("action", [Reassign(replicas=(1, 2), partition=2), CancelReassignment(partition=2),
@@ -374,7 +380,7 @@ def test_the_kafka_backend_asks_kafka_for_the_partition_named(action: Action,
 
         def elect_leaders(self, election: Any, partitions: Any) -> _Answers:
             elected.extend(partitions)
-            return _Answers()
+            return _Answers(partitions)
 
     monkeypatch.setattr(kafka_backend, "AdminClient", Admin)
     backend = object.__new__(KafkaBackend)
@@ -384,3 +390,49 @@ def test_the_kafka_backend_asks_kafka_for_the_partition_named(action: Action,
     asked = [(kind, p) for kind, p in client.calls] + [("elect_leaders", tp.partition) for tp in elected]
     assert asked == [(action.kind, 2)]
     assert all(tp.topic == "t" for tp in elected)
+
+
+class _Admin:
+    """The AdminClient of the kafka backend's unclean election: the config change, then ElectLeaders."""
+
+    asked: list[Any] = []
+    errors: dict[int, Any] = {}
+
+    def __init__(self, config: Any) -> None:
+        pass
+
+    def incremental_alter_configs(self, resources: Any) -> dict[str, Any]:
+        class Done:
+            def result(self, timeout: float) -> None:
+                return None
+        return {"topic": Done()}
+
+    def elect_leaders(self, election: Any, partitions: Any) -> _Answers:
+        _Admin.asked = list(partitions)
+        return _Answers(partitions, _Admin.errors)
+
+
+def _kafka_backend(partitions: int, monkeypatch: pytest.MonkeyPatch) -> KafkaBackend:
+    monkeypatch.setattr(kafka_backend, "AdminClient", _Admin)
+    backend = object.__new__(KafkaBackend)
+    backend.client, backend.topic, backend._partitions = _Client(), "t", partitions  # type: ignore[assignment]
+    backend._bootstrap = lambda: "localhost:9092"  # type: ignore[method-assign]
+    return backend
+
+
+def test_the_kafka_backends_unclean_election_names_every_partition_of_the_topic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The topic's config covers every partition, and the model elects in each: the request the
+    runbook sends must name them all (it named partition 0 alone)."""
+    backend = _kafka_backend(3, monkeypatch)
+    assert backend.apply(UncleanElection(enabled=True)) is None
+    assert sorted((tp.topic, tp.partition) for tp in _Admin.asked) == [("t", 0), ("t", 1), ("t", 2)]
+
+
+def test_a_refusal_of_one_partitions_unclean_election_names_that_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    from confluent_kafka import KafkaError
+    backend = _kafka_backend(3, monkeypatch)
+    monkeypatch.setattr(_Admin, "errors", {1: KafkaError(KafkaError.ELECTION_NOT_NEEDED),
+                                           2: KafkaError(KafkaError.INVALID_REQUEST)})
+    refusal = backend.apply(UncleanElection(enabled=True))
+    assert refusal is not None and "unclean election of t-2" in str(refusal)

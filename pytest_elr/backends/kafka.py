@@ -562,8 +562,10 @@ class KafkaBackend(Backend):
     def _(self, action: UncleanElection) -> Result:
         """IncrementalAlterConfigs on the topic, then (when turned on) ElectLeaders with election
         type UNCLEAN, as the runbook does: the controller's own check for leaderless partitions
-        runs on a timer. ELECTION_NOT_NEEDED (a leader is there) and ELIGIBLE_LEADERS_NOT_AVAILABLE
-        (no replica is unfenced) are answers, not failures: the state says what happened."""
+        runs on a timer. The config is the topic's, so the request names every partition of it, as
+        the model elects in each. ELECTION_NOT_NEEDED (a leader is there) and
+        ELIGIBLE_LEADERS_NOT_AVAILABLE (no replica is unfenced) are answers, not failures: the
+        state says what happened."""
         admin = AdminClient({"bootstrap.servers": self._bootstrap()})
         entry = ConfigEntry("unclean.leader.election.enable", "true" if action.enabled else "false",
                             incremental_operation=AlterConfigOpType.SET)
@@ -571,7 +573,8 @@ class KafkaBackend(Backend):
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=PRODUCE_TIMEOUT_S)
         if action.enabled:
-            return self._elect_leaders(action, admin, ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+            return self._elect_leaders(action, admin, ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                       range(self._partitions))
         return None
 
     @_do.register
@@ -580,15 +583,16 @@ class KafkaBackend(Backend):
         leads) and PREFERRED_LEADER_NOT_AVAILABLE (it may not lead) are answers: the state says."""
         admin = AdminClient({"bootstrap.servers": self._bootstrap()})
         return self._elect_leaders(action, admin, ElectionType.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE,
-                                   action.partition)
+                                   (action.partition,))
 
     def _elect_leaders(self, action: Action, admin: AdminClient, election: ElectionType,
-                       no_candidate: int, partition: int = 0) -> Refusal | None:
-        """ElectLeaders for the partition. Any other error code is the controller refusing the
+                       no_candidate: int, partitions: Iterable[int]) -> Refusal | None:
+        """ElectLeaders for the partitions. Any other error code is the controller refusing the
         operator's request (a Kafka mutant's exception comes back as UNKNOWN_SERVER_ERROR): an
         outcome the executor holds to the model's, which refuses no election."""
-        answers = admin.elect_leaders(election, [TopicPartition(self.topic, partition)])
-        said = f"{election.name.lower()} election of {self.topic}-{partition}"
+        numbers = list(partitions)
+        answers = admin.elect_leaders(election, [TopicPartition(self.topic, p) for p in numbers])
+        said = f"{election.name.lower()} election of {self.topic}-{','.join(map(str, numbers))}"
         try:
             per_partition = answers.result(timeout=PRODUCE_TIMEOUT_S)
         except KafkaException as exc:  # the request as a whole failed
@@ -599,13 +603,13 @@ class KafkaBackend(Backend):
                 raise BackendError(f"{said}: no answer: {exc}") from exc
             return Refusal(action.kind, ERRORS.get(error.code(), f"error {error.code()}"),
                            f"{said}: {error}")
-        for error in per_partition.values():
+        for tp, error in sorted(per_partition.items(), key=lambda answer: answer[0].partition):
             # a KafkaError per partition (None: elected); older clients wrapped it in a KafkaException
             kafka_error = error.args[0] if isinstance(error, Exception) else error
             code = kafka_error.code() if kafka_error is not None else None
             if code not in (None, KafkaError.ELECTION_NOT_NEEDED, no_candidate):
                 return Refusal(action.kind, ERRORS.get(code, f"error {code}"),
-                               f"{said}: {error}")
+                               f"{election.name.lower()} election of {tp.topic}-{tp.partition}: {error}")
         return None
 
     @_do.register
