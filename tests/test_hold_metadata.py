@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fake_backend import Fake, MetadataHoldIgnored, ShuttingDownBrokerElected
 
-from pytest_elr.actions import BeginShutdown, Crash, Heal, HoldMetadata, Produce, Restart, Shutdown
+from pytest_elr.actions import BeginShutdown, Crash, Heal, HoldMetadata, Produce, ReplaceDisk, Restart, Shutdown
 from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.model.cluster import ModelCluster, ModelError
 from pytest_elr.model.profiles import get_profile
@@ -95,11 +95,14 @@ def test_without_a_hold_the_shutdown_fences_at_once() -> None:
      "heal first"),
     (lambda m: (m.apply(HoldMetadata(broker=3)), m.apply(Shutdown(broker=3)), m.apply(Restart(broker=3))),
      "its metadata is held"),
-], ids=["replica-holder", "blocking-shutdown", "restart-shutting-down", "restart-held"])
+    (lambda m: (m.apply(HoldMetadata(broker=3)), m.apply(BeginShutdown(broker=0)), m.apply(ReplaceDisk(broker=0))),
+     "heal first"),
+], ids=["replica-holder", "blocking-shutdown", "restart-shutting-down", "restart-held", "new-disk-shutting-down"])
 def test_what_the_model_does_not_hold_is_refused(plant, refused: str) -> None:  # type: ignore[no-untyped-def]
     m = cluster()
     with pytest.raises(ModelError, match=refused):
         plant(m)
+    assert m.partition.logs[0].leo == 3, "a refused action changes nothing (the new disk's log is still there)"
 
 
 def test_the_scenario_passes_on_a_system_that_holds() -> None:

@@ -1049,6 +1049,7 @@ class ModelCluster:
         return evidence or [LossEvidence(broker, 0, 0)]
 
     def _replace_disk(self, broker: int) -> list[LossEvidence]:
+        self._refuse_held_start(broker)  # before the disk is gone: a refused action changes nothing
         b = self.brokers[broker]
         if b.running:
             self._stop(broker, clean=False, lossy=True)
@@ -1072,13 +1073,16 @@ class ModelCluster:
         b = self.brokers[broker]
         if b.running:
             raise ModelError(f"broker {broker} is already running")
-        if broker in self.shutting_down:
-            raise ModelError(f"restart {broker}: its controlled shutdown waits on a held broker's metadata "
-                             "(hold_metadata), so its process has not exited: heal first")
-        if broker in self.metadata_held:
-            raise ModelError(f"restart {broker}: its metadata is held (hold_metadata), and a broker is unfenced only "
-                             "once caught up with its registration (not modelled): heal first")
+        self._refuse_held_start(broker)
         b.running, b.paused, b.registered = True, False, False
+
+    def _refuse_held_start(self, broker: int) -> None:
+        if broker in self.shutting_down:
+            raise ModelError(f"broker {broker} cannot start again: its controlled shutdown waits on a held broker's "
+                             "metadata (hold_metadata), so its process has not exited: heal first")
+        if broker in self.metadata_held:
+            raise ModelError(f"broker {broker} cannot start again: its metadata is held (hold_metadata), and a broker "
+                             "is unfenced only once caught up with its registration (not modelled): heal first")
 
     def _new_epoch(self) -> int:
         epoch = self._next_epoch
