@@ -493,6 +493,20 @@ class HoldDirAssignments(BrokerAction):
 
 
 @dataclass(frozen=True)
+class HoldMetadata(BrokerAction):
+    """Hold the broker's metadata fetches to the controller (the KRaft Fetch, delivered when
+    healed); its heartbeats, registration and AlterPartition flow. It stays unfenced with a stale
+    metadata offset, so the controller lets no other broker finish a controlled shutdown (the
+    lowest active metadata offset must pass the shutdown's): a leader shut down cleanly
+    (``begin_shutdown``) hands its leadership and ISR over, then stays unfenced and unelectable,
+    its process running, until the hold is healed (``heal: all``, ``heal: <broker>``, ``heal:
+    {from: <broker>, to: controller}``). The held broker must hold no replica of the topic."""
+
+    kind: ClassVar[str] = "hold_metadata"
+    draw: ClassVar[Draw | None] = "net"
+
+
+@dataclass(frozen=True)
 class Shutdown(BrokerAction):
     """Clean shutdown: controlled shutdown, logs flushed, clean-shutdown marker written."""
 
@@ -945,7 +959,8 @@ class Wait(Action):
 __all__ = [
     "ACTIONS", "ACTIVE_CONTROLLER", "ALL_CONTROLLERS", "Acks", "Action", "BeginShutdown", "BrokerAction",
     "CancelReassignment", "CONTROLLER_SCOPES", "ControllerAction", "ControllerScope", "Crash", "CrashController",
-    "Cut", "ElectLeaders", "Flush", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "IsolateController",
+    "Cut", "ElectLeaders", "Flush", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "HoldMetadata",
+    "IsolateController",
     "Lifecycle", "Node", "Pause", "PowerOff", "PowerOffController", "Produce", "Reassign", "ReplaceDisk", "Restart",
     "RestartController", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "ShutdownController", "Slow",
     "StopController", "UncleanElection", "Wait", "action_forms", "action_from_event", "unhandled",

@@ -13,6 +13,7 @@ from pytest_elr.actions import (
     CrashController,
     Cut,
     Heal,
+    HoldMetadata,
     IsolateController,
     PowerOffController,
     RestartController,
@@ -404,3 +405,29 @@ class AsksToDropOnlyABehindFollower(Fake):
         if self.model is None or not self.model.asked_to_drop():
             self._behind = False  # a follower dropped or back: the next one needs records of its own
         return obs if self._behind else replace(obs, held=())
+
+
+class MetadataHoldIgnored(Fake):
+    """Ignores ``hold_metadata`` (as a backend that never put the toxic on): the held broker's
+    metadata flows, so a leader's clean shutdown finishes at once and it is fenced as it leaves."""
+
+    def apply(self, action: Action) -> Result:
+        return None if isinstance(action, HoldMetadata) else super().apply(action)
+
+
+class _ControlledShutdownUnmarked(ModelCluster):
+    def _is_unfenced(self, broker: int) -> bool:
+        return broker not in self.fenced
+
+
+class ShuttingDownBrokerElected(Fake):
+    """Takes a broker in controlled shutdown for an active one, as Kafka 4.4.0 with mutant 1494
+    planted (``handleBrokerInControlledShutdown``'s IN_CONTROLLED_SHUTDOWN registration change never
+    written): the leader acceptor elects it."""
+
+    def start(self, *args: Any, **kwargs: Any) -> None:
+        super().start(*args, **kwargs)
+        model = self.model
+        assert model is not None
+        model.__class__ = _ControlledShutdownUnmarked
+        model.ctx.is_unfenced = model._is_unfenced

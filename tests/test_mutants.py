@@ -18,7 +18,8 @@ SUITE = load_suite(Path(__file__).resolve().parents[1] / "scenarios")
 #: expectation or invariant fails first, the negative control whose invariant goes silent, the rule
 #: check, or the property search
 KILLED_BY = {
-    "elr-not-cleared-at-min-isr": ("expectation elr", "scenario kip966-acks-0-1-comparison [kip966]: step heal"),
+    "elr-not-cleared-at-min-isr": (
+        "expectation elr", "scenario held-metadata-shutting-down-not-elected [kip966]: step back"),
     "elr-kept-after-election": ("expectation elr", "scenario min-isr-change-leaderless [kip966]: step broker-2-back"),
     "hwm-advances-under-min-isr": (
         "expectation hwm", "scenario design-5.2.2-clean-elr-recovery [kip966]: step shrink-3"),

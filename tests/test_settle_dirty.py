@@ -29,6 +29,7 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    HoldMetadata,
     IsolateController,
     MoveLogDir,
     Pause,
@@ -57,7 +58,7 @@ from pytest_elr.model.timing import Timing
 #: the action kinds the schedules draw from: every action the model handles (checked below)
 DRAWN: tuple[type, ...] = (
     BeginShutdown, CancelReassignment, Crash, CrashController, Cut, ElectLeaders, Flush, Heal,
-    HoldDirAssignments, HoldHeartbeats, IsolateController, MoveLogDir, Pause, PowerOff,
+    HoldDirAssignments, HoldHeartbeats, HoldMetadata, IsolateController, MoveLogDir, Pause, PowerOff,
     PowerOffController, Produce, Reassign, ReplaceDisk, Restart, RestartController, Resume,
     SetClusterMinIsr, SetMinIsr, Shutdown, ShutdownController, Slow, UncleanElection, Wait,
 )

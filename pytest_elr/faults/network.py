@@ -64,6 +64,7 @@ SLOW = "slow"
 HOLD = "hold"
 ALTER_PARTITION = 56  # Kafka API keys
 BROKER_HEARTBEAT = 63
+FETCH = 1  # the KRaft Fetch a broker sends the controller for the metadata log
 ASSIGN_REPLICAS_TO_DIRS = 73
 
 

@@ -32,6 +32,7 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    HoldMetadata,
     IsolateController,
     MoveLogDir,
     Pause,
@@ -86,6 +87,12 @@ class ModelCluster:
     heartbeats_held: set[int] = field(default_factory=set)
     #: brokers whose AssignReplicasToDirs requests the controller does not get
     assignments_held: set[int] = field(default_factory=set)
+    #: brokers whose metadata fetches (the KRaft Fetch) the controller does not get: unfenced, with
+    #: a stale metadata offset (``hold_metadata``)
+    metadata_held: set[int] = field(default_factory=set)
+    #: brokers in a controlled shutdown the controller cannot let finish while a broker of
+    #: ``metadata_held`` is active: out of every ISR and leadership, unfenced, not electable
+    shutting_down: set[int] = field(default_factory=set)
     #: brokers whose replicas' AssignReplicasToDirs has not landed: the controller still has them in
     #: the old directory -- offline after a new disk, online after a live move between log dirs.
     #: Per broker: after a new disk a landing moves every partition the broker holds a replica of
@@ -163,7 +170,10 @@ class ModelCluster:
 
     # Bound methods, not closures: ``fork`` copies the context with the cluster it asks.
     def _is_unfenced(self, broker: int) -> bool:
-        return broker not in self.fenced
+        # Kafka's leader and ISR acceptors ask ClusterControlManager.isActive: "Active means not
+        # fenced nor in controlled shutdown" (its javadoc); a broker in controlled shutdown is
+        # unfenced but neither electable nor eligible for an ISR (``shutting_down``).
+        return broker not in self.fenced and broker not in self.shutting_down
 
     def _broker_epoch(self, broker: int) -> int:
         return self.brokers[broker].epoch
@@ -194,7 +204,8 @@ class ModelCluster:
             twin = brokers[b] = object.__new__(Broker)
             twin.__dict__.update(broker.__dict__)  # every field immutable
         d["brokers"] = brokers
-        for name in ("fenced", "cut", "slow", "heartbeats_held", "assignments_held", "dir_pending", "dir_offline",
+        for name in ("fenced", "cut", "slow", "heartbeats_held", "assignments_held", "metadata_held", "shutting_down",
+                     "dir_pending", "dir_offline",
                      "dir_late", "dir_due", "controllers_down", "controllers_cut_from_brokers",
                      "controllers_cut_from_controllers", "_touched"):
             d[name] = set(d[name])
@@ -742,6 +753,7 @@ class ModelCluster:
         if action.links is None:
             self.heartbeats_held.clear()
             self.assignments_held.clear()
+            self.metadata_held.clear()
             self.controllers_cut_from_brokers.clear()
             self.controllers_cut_from_controllers.clear()
             self._elect_controller()
@@ -755,6 +767,7 @@ class ModelCluster:
             to_controller = {int(src) for src, dst in links if dst == CONTROLLER and src != CONTROLLER}
             self.heartbeats_held -= to_controller
             self.assignments_held -= to_controller
+            self.metadata_held -= to_controller
             if any(controller_of(a) is not None and controller_of(b) is not None for a, b in links):
                 self._elect_controller()
         return None
@@ -762,6 +775,15 @@ class ModelCluster:
     @_do.register
     def _(self, action: HoldDirAssignments) -> Result:
         self.assignments_held.add(action.broker)
+        return None
+
+    @_do.register
+    def _(self, action: HoldMetadata) -> Result:
+        if any(action.broker in p.part.replicas or action.broker in p.logs for p in self.partitions.values()):
+            # Its replica would follow a leadership it no longer learns of: not modelled.
+            raise ModelError(f"hold_metadata {action.broker}: it holds a replica of the topic, whose fetching would "
+                             "follow stale metadata (not modelled): hold a broker that holds no replica")
+        self.metadata_held.add(action.broker)
         return None
 
     @_do.register
@@ -773,6 +795,10 @@ class ModelCluster:
     @_do.register(BeginShutdown)  # the same state; only a real cluster has a process still exiting
     @_do.register
     def _(self, action: Shutdown) -> Result:
+        if not isinstance(action, BeginShutdown) and self._shutdown_held(action.broker):
+            raise ModelError(f"shutdown {action.broker}: a broker's metadata is held (hold_metadata), so its "
+                             "controlled shutdown cannot finish and the process waits out Kafka's 5 minutes: "
+                             "use begin_shutdown")
         if self._running(action.broker).paused:
             # A stopped JVM cannot handle SIGTERM: it is resumed first (SIGCONT, then SIGTERM), and
             # its overdue heartbeat races the controlled shutdown. Heartbeat first (found by elr
@@ -1025,7 +1051,19 @@ class ModelCluster:
             # Controlled shutdown: the controller moves leadership and ISR away first, in every
             # partition the broker touches.
             if self._reachable(broker, CONTROLLER) and broker not in self.fenced and self.has_quorum():
-                self._fence(broker)
+                if self._shutdown_held(broker):
+                    # Kafka's handleBrokerInControlledShutdown: "we remove this broker from any ISR
+                    # and elect new leaders for partitions led by this broker" (its javadoc), with
+                    # the registration marked IN_CONTROLLED_SHUTDOWN -- the same partition change
+                    # as a fencing (handleBrokerFenced: generateLeaderAndIsrUpdates with the broker
+                    # removed, the ISR partitions alone) -- but not the fencing itself: that waits
+                    # (``_shutdown_held``). ``_is_unfenced`` now answers no for it, as isActive does.
+                    self.shutting_down.add(broker)
+                    partitions = list(self.partitions.values())
+                    for p in partitions if self.profile.rules.broker_event_changes_every_partition else partitions[:1]:
+                        controller.fence(p.part, broker, self.ctx)
+                else:
+                    self._fence(broker)
         else:
             b.clean_marker = None
         b.running, b.paused = False, False
@@ -1047,6 +1085,7 @@ class ModelCluster:
         return evidence or [LossEvidence(broker, 0, 0)]
 
     def _replace_disk(self, broker: int) -> list[LossEvidence]:
+        self._refuse_held_start(broker)  # before the disk is gone: a refused action changes nothing
         b = self.brokers[broker]
         if b.running:
             self._stop(broker, clean=False, lossy=True)
@@ -1070,7 +1109,16 @@ class ModelCluster:
         b = self.brokers[broker]
         if b.running:
             raise ModelError(f"broker {broker} is already running")
+        self._refuse_held_start(broker)
         b.running, b.paused, b.registered = True, False, False
+
+    def _refuse_held_start(self, broker: int) -> None:
+        if broker in self.shutting_down:
+            raise ModelError(f"broker {broker} cannot start again: its controlled shutdown waits on a held broker's "
+                             "metadata (hold_metadata), so its process has not exited: heal first")
+        if broker in self.metadata_held:
+            raise ModelError(f"broker {broker} cannot start again: its metadata is held (hold_metadata), and a broker "
+                             "is unfenced only once caught up with its registration (not modelled): heal first")
 
     def _new_epoch(self) -> int:
         epoch = self._next_epoch
@@ -1288,7 +1336,7 @@ class ModelCluster:
     def fingerprint(self) -> tuple[object, ...]:
         return (
             tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller,
-            tuple(map(self._partition_fingerprint, self.partitions.values())),
+            tuple(map(self._partition_fingerprint, self.partitions.values())), tuple(sorted(self.shutting_down)),
         )
 
     @staticmethod
@@ -1340,6 +1388,31 @@ class ModelCluster:
             return first
         others = [b for b in pending[1:] if self._unfences_now(b)]
         return self.timing.choose([first, *others]) if others else first
+
+    def _metadata_hold_bites(self) -> bool:
+        """Whether an active broker's metadata is held: its metadata offset, stale, is the lowest
+        active one, and no controlled shutdown finishes.
+
+        Kafka's BrokerHeartbeatManager.calculateNextBrokerState, in CONTROLLED_SHUTDOWN: SHUTDOWN_NOW
+        only once the broker leads nothing and ``broker.controlledShutdownOffset <=
+        lowestActiveOffset()``, the lowest metadata offset of the ``active`` brokers (``touch``:
+        unfenced and not shutting down), each the offset its last heartbeat reported; the shutdown's
+        offset is the end of the batch that entered it (QuorumController, ``processBatchEndOffset``
+        -> ``maybeUpdateControlledShutdownOffset``). A broker whose Fetch is held heartbeats on,
+        unfenced, with the offset it had when the hold began: behind every later shutdown's.
+        Measured (docs/campaigns/4.4.0-rcm/probe_1494.py, Kafka 4.4.0): broker 3's Fetch held, a
+        leader's clean shutdown moved leadership and ISR within 0.5 s, then the broker stayed
+        unfenced, its JVM running, for the 26 s until the heal, and was fenced 1.3 s after it."""
+        return any(self.brokers[h].running and h not in self.fenced and h not in self.shutting_down
+                   for h in self.metadata_held)
+
+    def _shutdown_held(self, broker: int) -> bool:
+        """Whether a clean shutdown of ``broker`` stops in controlled shutdown: Kafka enters it only
+        for a broker that leads a partition (calculateNextBrokerState, UNFENCED: "if
+        (hasLeaderships.get())" CONTROLLED_SHUTDOWN, else SHUTDOWN_NOW), and it cannot finish while
+        ``_metadata_hold_bites``."""
+        return (self._metadata_hold_bites() and broker not in self.metadata_held
+                and any(p.part.leader == broker for p in self.partitions.values()))
 
     def _fence(self, broker: int) -> None:
         """The controller fences ``broker``: one broker event that changes every partition it
@@ -1419,10 +1492,17 @@ class ModelCluster:
         # built on its own (Kafka's ReplicationControlManager builds one PartitionChangeBuilder per
         # partition of the broker, and writes their records in one batch).
         # 1. Sessions that expired, in the order the brokers went away.
+        # 0. Controlled shutdowns let go once no active broker's metadata is held (healed, or the
+        # held broker fenced): SHUTDOWN_NOW, handleBrokerFenced; the broker exits.
+        if self.shutting_down and not self._metadata_hold_bites():
+            for b in sorted(self.shutting_down):
+                self.shutting_down.discard(b)
+                self._fence(b)
+            event = True
         order = self.down_order + [b for b in self.brokers_ids if b not in self.down_order]
         for b in order:
             heartbeats = self._round_trip(b, CONTROLLER, allow_slow=True) and b not in self.heartbeats_held
-            if b not in self.fenced and not heartbeats:
+            if b not in self.fenced and b not in self.shutting_down and not heartbeats:
                 self._fence(b)
                 event = True
         # 2. Registrations of restarted brokers, then unfencing of those that can heartbeat.

@@ -87,6 +87,9 @@ NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
     "begin_shutdown": "the model has no moment inside a controlled shutdown: it leaves the state `shutdown` "
                       "leaves, which is drawn",
+    "hold_metadata": "it bites only on a broker that holds no replica, during a leader's begin_shutdown: the "
+                     "search's brokers all hold one, and begin_shutdown is not drawn (staged by "
+                     "held_metadata_shutting_down_not_elected)",
 }
 
 
