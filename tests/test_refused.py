@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 
 from pytest_elr.actions import Action, CancelReassignment, Crash, ElectLeaders, Reassign, UncleanElection
 from pytest_elr.backends.kafka import KafkaBackend
@@ -195,10 +195,10 @@ class _Answers:
     def __init__(self, error: Any) -> None:
         self.error = error
 
-    def result(self, timeout: float) -> dict[str, Any]:
+    def result(self, timeout: float) -> dict[Any, Any]:
         if isinstance(self.error, KafkaException):  # the request as a whole failed
             raise self.error
-        return {"t-0": self.error}
+        return {TopicPartition("t", 0): self.error}
 
 
 class _Admin:
@@ -224,13 +224,14 @@ def test_an_election_the_controller_answers_with_an_error_is_a_refusal(action: A
                               else (ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE))
     # per partition, and for the request as a whole (what the mutant's exception gave)
     for answer in (KafkaError(KafkaError.UNKNOWN), KafkaException(KafkaError(KafkaError.UNKNOWN))):
-        refusal = backend._elect_leaders(action, _Admin(answer), election, no_candidate)
+        refusal = backend._elect_leaders(action, _Admin(answer), election, no_candidate, (0,))
         assert isinstance(refusal, Refusal) and (refusal.action, refusal.code) == (action.kind, "UNKNOWN_SERVER_ERROR")
     with pytest.raises(BackendError, match="no answer"):  # librdkafka's own error: nobody answered
         backend._elect_leaders(action, _Admin(KafkaException(KafkaError(KafkaError._TIMED_OUT))), election,
-                               no_candidate)
+                               no_candidate, (0,))
     for answer in (None, KafkaError(KafkaError.ELECTION_NOT_NEEDED), KafkaError(no_candidate)):
-        assert backend._elect_leaders(action, _Admin(answer), election, no_candidate) is None  # what the state shows
+        # what the state shows
+        assert backend._elect_leaders(action, _Admin(answer), election, no_candidate, (0,)) is None
 
 
 class RefusesPreferredElections(Fake):
