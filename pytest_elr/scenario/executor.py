@@ -63,6 +63,7 @@ from pytest_elr.scenario.schema import (
     UNCHANGED,
     Failure,
     KnownFailure,
+    OneOf,
     Scenario,
     Step,
     unexplained,
@@ -1270,6 +1271,18 @@ def _failures(label: str, mismatches: list[str], ctx: StepContext) -> tuple[Fail
     return tuple(Failure(label, key) for key in dict.fromkeys(keys))
 
 
+def _holds(want: Any, got: Any) -> bool:
+    """An expected value (or ``{one_of: [...]}``, any of its values) against the one observed."""
+    return want.holds(got) if isinstance(want, OneOf) else got == want
+
+
+def _shown_want(want: Any, show: Callable[[Any], Any]) -> str:
+    """An expected value in a mismatch's words: ``one of [3, 4] | [3]`` for a ``one_of``."""
+    if isinstance(want, OneOf):
+        return "one of " + " | ".join(str(show(choice)) for choice in want.choices)
+    return str(show(want))
+
+
 def _mismatch_key(mismatch: str) -> str:
     """The expectation a mismatch is about: its key (``leader``), or ``partition 2: leader`` for a
     partition's (``Step.key_lines`` has the line of either)."""
@@ -1304,12 +1317,12 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
                     continue
                 out += [f"partition {i}: {m}" for m in compare(sub, got, ctx)]
         elif key == "leader":
-            if obs.leader != want:
-                out.append(f"leader: expected {_b(want)}, observed {_b(obs.leader)}")
+            if not _holds(want, obs.leader):
+                out.append(f"leader: expected {_shown_want(want, _b)}, observed {_b(obs.leader)}")
         elif key in ("isr", "elr", "last_known_elr", "fenced", "held", "replicas", "adding", "removing"):
             got = frozenset(getattr(obs, key) or ())
-            if got != want:
-                out.append(f"{key}: expected {sorted(want)}, observed {sorted(got)}")
+            if not _holds(want, got):
+                out.append(f"{key}: expected {_shown_want(want, sorted)}, observed {sorted(got)}")
         elif key == "hwm":
             out += _compare_hwm(want, obs, ctx)
         elif key in EPOCHS:
@@ -1481,6 +1494,8 @@ def _as_yaml(value: Any) -> Any:
         return {i: {k: _as_yaml(v) for k, v in sub.items()} for i, sub in value.items()}
     if isinstance(value, (set, frozenset)):
         return sorted(value)
+    if isinstance(value, OneOf):
+        return {"one_of": [_as_yaml(choice) for choice in value.choices]}
     return value
 
 

@@ -32,6 +32,9 @@ from pytest_elr.scenario.schema import (
     DIFFERABLE,
     ELECTION_COUNTS,
     EXPECTATION_KEYS,
+    MAX_ONE_OF,
+    ONE_OF,
+    ONE_OF_KEYS,
     PARTITION_KEYS,
     PARTITIONS,
     PREFERRED_LEADER,
@@ -40,6 +43,7 @@ from pytest_elr.scenario.schema import (
     VERDICT_FAILURES,
     KnownFailure,
     LossExpectation,
+    OneOf,
     Scenario,
     Step,
 )
@@ -574,6 +578,8 @@ class _Builder:
     def of_partition(self, want: Any, p: int, node: yaml.Node) -> Any:
         """An expected value for partition ``p``: ``leader: preferred`` and ``isr: assigned`` read
         off its assignment (the topic's, as written: a reassignment does not change them)."""
+        if isinstance(want, OneOf):
+            return OneOf(tuple(self.of_partition(choice, p, node) for choice in want.choices))
         if not isinstance(want, _OfAssignment):
             return want
         if not self.layout:
@@ -583,6 +589,8 @@ class _Builder:
 
     def expected_value(self, key: str, value: yaml.Node, what: str) -> Any:
         r = self.r
+        if key in ONE_OF_KEYS and isinstance(value, yaml.MappingNode):
+            return self.one_of(key, value, what)
         if key == "leader":
             if isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int":
                 if value.value in ("none", "null", "~", ""):
@@ -639,6 +647,27 @@ class _Builder:
                               f"controller{'s' if self.controllers > 1 else ''} (0..{self.controllers - 1})")
             return index
         raise AssertionError(f"expectation key {key!r} has no reader")  # EXPECTATION_KEYS and this agree
+
+    def one_of(self, key: str, node: yaml.Node, what: str) -> OneOf:
+        """``{one_of: [[3, 4], [3]]}``: two or more values of ``key``, each read as the key reads
+        one, none twice."""
+        r = self.r
+        doc = r.mapping(node, what, (ONE_OF,))
+        if ONE_OF not in doc:
+            r.fail(node, f"{what}: expected {{{ONE_OF}: [...]}}, the values any of which holds")
+        items = r.sequence(doc[ONE_OF], f"{what}.{ONE_OF}")
+        if not 2 <= len(items) <= MAX_ONE_OF:
+            r.fail(node, f"{what}.{ONE_OF}: expected 2 to {MAX_ONE_OF} values of {key} (one value: write it "
+                         f"without one_of), got {len(items)}")
+        choices: list[Any] = []
+        for i, item in enumerate(items):
+            if isinstance(item, yaml.MappingNode):
+                r.fail(item, f"{what}.{ONE_OF}[{i}]: expected a value of {key}, not a mapping (one_of does not nest)")
+            choice = self.expected_value(key, item, f"{what}.{ONE_OF}[{i}]")
+            if choice in choices:
+                r.fail(item, f"{what}.{ONE_OF}[{i}]: names the value of [{choices.index(choice)}] again")
+            choices.append(choice)
+        return OneOf(tuple(choices))
 
     def produce_outcome(self, node: yaml.Node, what: str) -> dict[str, Any]:
         """``{acked: n, rejected: CODE}``: records acknowledged, and an error (a code Kafka answers,

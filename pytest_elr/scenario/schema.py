@@ -38,6 +38,26 @@ ELECTION_COUNTS = ("elr_elections", "unclean_elections")
 ANY_CONTROLLER = "any"
 #: ``active_controller: unchanged``: the controller that led at the previous step's end still leads
 UNCHANGED = "unchanged"
+#: ``elr: {one_of: [[3, 4], [3]]}``: the expectation holds when the value is any of these
+ONE_OF = "one_of"
+#: the keys that take ``{one_of: [...]}``: the leader and the broker sets
+ONE_OF_KEYS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "replicas", "adding", "removing")
+#: at most this many choices in one ``one_of`` (a choice between histories, not an enumeration)
+MAX_ONE_OF = 16
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """``{one_of: [...]}``: the value is any of ``choices`` -- for a step whose outcome timing
+    chooses among states the protocol allows (KIP-966's Case F: lagging followers leave the ISR
+    together or one at a time), each written out so that no other value passes."""
+
+    choices: tuple[Any, ...]
+
+    def holds(self, value: Any) -> bool:
+        return value in self.choices
+
+
 #: what the executor holds a system to the model on (the state after every fault, caught-up
 #: followers, each produce's outcome): the keys of a step's ``differs``
 DIFFERABLE = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "recovering", "leader_epoch",
