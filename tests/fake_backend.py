@@ -367,6 +367,19 @@ class SlowToOneControllerSlowsThemAll(Fake):
         return super().apply(action)
 
 
+class SlowBetweenControllersIgnored(Fake):
+    """A slowed link between two controllers that changes nothing for the quorum (data that arrives,
+    late, taken as in time): two voters with only such a link between them still elect a leader."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Slow):
+            links = tuple(link for link in action.links if not all(controller_of(n) is not None for n in link))
+            if not links:
+                return None
+            action = Slow(links=links, latency_ms=action.latency_ms)  # type: ignore[misc]
+        return super().apply(action)
+
+
 class ControllerLinkCutMovesTheLeader(_SeesControllerLinkCuts):
     """A cut between two controllers after which another controller leads (as a disruptive election
     would, without KIP-996's pre-vote): the quorum has a leader, not the same one."""

@@ -22,6 +22,7 @@ from fake_backend import (
     NoFailover,
     OneControllerCutCutsThemAll,
     OneControllerCutIgnored,
+    SlowBetweenControllersIgnored,
     SlowToOneControllerSlowsThemAll,
 )
 
@@ -57,6 +58,7 @@ CUT_FROM_ACTIVE = Path(__file__).parent.parent / "scenarios" / "broker_cut_from_
 CONTROLLER_LINK = Path(__file__).parent.parent / "scenarios" / "kip966_controller_link_cut_one_way.elr.yaml"
 SLOW_TO_ONE = Path(__file__).parent.parent / "scenarios" / "slow_to_the_active_controller_only.elr.yaml"
 HELD_SHRINK = Path(__file__).parent.parent / "scenarios" / "slow_to_the_active_controller_holds_a_shrink.elr.yaml"
+SLOWED_FROM_QUORUM = Path(__file__).parent.parent / "scenarios" / "controller_slowed_from_the_quorum.elr.yaml"
 
 
 def _model(controllers: int = 3) -> ModelCluster:
@@ -553,3 +555,50 @@ def test_without_the_nudge_for_a_held_drop_the_held_shrink_is_never_sent(
     assert not result.passed
     assert "step held" in result.message
     assert "held: model [0], observed []" in result.message
+
+
+# --- a slowed link between two controllers: a cut to the quorum's timers -----------------------
+
+
+@pytest.mark.parametrize("links", [(_voters(0, 1),), (_voters(1, 0),), (_voters(1, 2), _voters(2, 1)),
+                                   (_voters(2, 0), _voters(0, 2), _voters(2, 1), _voters(1, 2))],
+                         ids=["leader-to-follower", "follower-to-leader", "followers-pair", "one-slowed-from-both"])
+def test_a_slowed_link_that_leaves_the_leader_a_majority_changes_nothing(links: tuple) -> None:
+    """Measured on Kafka 4.4.0 (docs/probes/slow_between_controllers.py): A->B, B->A and B<->C at
+    5000 ms, 20 s each: the same leader, no broker fenced, the partition untouched."""
+    m = _model()
+    _below_min_isr(m)
+    before, epochs = m.part.view(), (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(Slow(links=links))
+    assert m.active_controller == 0 and m.has_quorum()
+    assert m.part.view() == before and (m.part.leader_epoch, m.part.partition_epoch) == epochs
+
+
+def test_a_leader_slowed_from_its_majority_is_refused_as_over_cuts() -> None:
+    """Measured: A->B and A->C slowed, five rounds: another leads 4.9-7.0 s later, and in three of
+    them brokers were fenced for a moment on the way (epoch 0 -> 2, ISR [0] -> [0, 1, 2])."""
+    m = _model()
+    with pytest.raises(ModelError, match="majority of the voters over the links between controllers .cut or slowed."):
+        m.apply(Slow(links=(_voters(0, 1), _voters(0, 2))))
+
+
+def test_two_voters_with_only_a_slowed_link_between_them_elect_no_one_until_it_heals() -> None:
+    """Measured: B<->C slowed, A crashed: no quorum leader for 20 s (two rounds)."""
+    m = _model()
+    m.apply(Slow(links=(_voters(1, 2), _voters(2, 1))))
+    m.apply(CrashController(controller=0))
+    assert m.active_controller is None and not m.has_quorum()
+    m.apply(Crash(broker=2))
+    assert not m.fenced and m.part.isr == [0, 1, 2]
+    m.apply(Heal(links=(_voters(1, 2), _voters(2, 1))))
+    assert m.active_controller in (1, 2) and m.fenced == {2} and m.part.isr == [0, 1]
+
+
+def test_the_slowed_quorum_scenario_passes_a_faithful_system_and_catches_a_slow_taken_as_in_time(
+        tmp_path: Path) -> None:
+    scenario = load_scenario(SLOWED_FROM_QUORUM)
+    assert run_scenario(scenario, Fake(), "kafka", tmp_path).passed
+    result = run_scenario(scenario, SlowBetweenControllersIgnored(), "kafka", tmp_path)
+    assert not result.passed
+    assert "step active-crashes" in result.message
+    assert "active_controller: expected none (no quorum leader), observed 1" in result.message, result.message

@@ -188,10 +188,14 @@ CASES = {
     "cut between controllers of one": (GOOD.replace(
         "isolate: 0", "cut: {from: {controller: 0}, to: {controller: 1}}"), 5,
         "step T0: cut: the cluster has one controller"),
-    "slow between two controllers": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
-        "isolate: 0", "slow: {from: {controller: 0}, to: {controller: 1}}"), 5,
-        "step T0: slow: slow joins a broker to a broker or to a controller: a slowed link between two controllers "
-        "is not measured on Kafka nor modelled (cut it instead)"),
+    "slow between two controllers, shorter than measured": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3")
+        .replace("isolate: 0", "slow: {from: {controller: 0}, to: {controller: 1}, ms: 1000}"), 5,
+        "step T0: slow.ms: a slowed link between two controllers is measured at 5000 ms and more (beyond the "
+        "quorum's fetch timeout, 2 s, and its leader's check, 3 s), got 1000: a shorter delay is not measured"),
+    "slow between two controllers, one by its role": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3")
+        .replace("isolate: 0", "slow: {from: {controller: 0}, to: {controller: active}}"), 5,
+        "step T0: slow: a link between two controllers names both by number, {controller: n}: which one is active "
+        "is timing on Kafka, so {controller: active} may be the other end"),
     "slow from one controller to a broker": (GOOD.replace("brokers: 3", "brokers: 3, controllers: 3").replace(
         "isolate: 0", "slow: {from: {controller: 0}, to: 1}"), 5,
         "step T0: slow: slow holds a broker's requests to a controller: name the broker in from and the controller "

@@ -396,7 +396,9 @@ class KafkaBackend(Backend):
     def _(self, action: Slow) -> Result:
         ends = self._link_ends(action.links)
         for src, dst in action.links:
-            if is_controller(dst):  # the model's meaning: requests held, heartbeats flow
+            if is_controller(src) and is_controller(dst):  # between voters: delayed (docs/model.md)
+                self.faults.network.slow(ends[src], ends[dst], action.latency_ms)
+            elif is_controller(dst):  # the model's meaning: requests held, heartbeats flow
                 self.faults.network.hold(_ref(src), ends[dst])
             else:
                 self.faults.network.slow(_ref(src), _ref(dst), action.latency_ms)

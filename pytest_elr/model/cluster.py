@@ -406,10 +406,15 @@ class ModelCluster:
         return set(range(self.controllers)) - self.controllers_down - self.controllers_cut_from_controllers
 
     def _voter_link(self, a: int, b: int) -> bool:
-        """Controller ``a``'s data reaches controller ``b``: neither is cut from the other controllers
-        (``isolate_controller``) nor is the directed link ``a -> b`` cut."""
+        """Controller ``a``'s data reaches controller ``b`` in time: neither is cut from the other
+        controllers (``isolate_controller``) nor is the directed link ``a -> b`` cut or slowed. A
+        slowed one delivers 5 s late, past ``controller.quorum.fetch.timeout.ms`` (2 s) and the
+        leader's check-quorum (1.5 x that): to the quorum's timers it is a cut (measured on Kafka
+        4.4.0, docs/probes/slow_between_controllers.py: a leader that keeps a round trip with a
+        majority stays, one that keeps none loses its leadership 4.9-7.0 s later, as over cuts)."""
         isolated = self.controllers_cut_from_controllers
-        return a not in isolated and b not in isolated and (one_controller(a), one_controller(b)) not in self.cut
+        link = (one_controller(a), one_controller(b))
+        return a not in isolated and b not in isolated and link not in self.cut and link not in self.slow
 
     def _hearing(self, leader: int) -> set[int]:
         """The running voters that fetch from ``leader`` and hear its answers (a round trip), itself
@@ -418,7 +423,9 @@ class ModelCluster:
         return {v for v in live if v == leader or (self._voter_link(v, leader) and self._voter_link(leader, v))}
 
     def _controller_links_cut(self) -> bool:
-        return any(controller_of(a) is not None and controller_of(b) is not None for a, b in self.cut)
+        """Some link between two controllers is cut or slowed (``_voter_link``)."""
+        return any(controller_of(a) is not None and controller_of(b) is not None
+                   for links in (self.cut, self.slow) for a, b in links)
 
     def _elect_controller(self) -> None:
         """The quorum's leader after a change of the live voters: kept while it runs and a majority
@@ -471,8 +478,8 @@ class ModelCluster:
             if 2 * len(self._hearing(active)) > self.controllers:
                 return
             raise ModelError(f"the active controller {active} keeps no round trip with a majority of the voters over "
-                             "the links between controllers: another voter leads a few seconds later, and it "
-                             "briefly fences brokers that find it late -- which ones, and what their partitions "
+                             "the links between controllers (cut or slowed): another voter leads a few seconds later, "
+                             "and it briefly fences brokers that find it late -- which ones, and what their partitions "
                              "do meanwhile, is timing the model does not cover (measured: docs/model.md)")
         electable = sorted(c for c in set(range(self.controllers)) - self.controllers_down
                            if 2 * len(self._hearing(c)) > self.controllers)
@@ -730,7 +737,10 @@ class ModelCluster:
 
     @_do.register
     def _(self, action: Slow) -> Result:
-        self.slow |= set(self._resolve(action.links))
+        links = set(self._resolve(action.links))
+        self.slow |= links
+        if any(controller_of(a) is not None and controller_of(b) is not None for a, b in links):
+            self._elect_controller()
         return None
 
     @_do.register
