@@ -767,3 +767,43 @@ def test_a_control_child_that_fails_or_hangs_is_a_failed_control(tmp_path: Path,
     monkeypatch.setattr(km, "child_command", lambda spec: [sys.executable, "-c", "import time; time.sleep(60)"])
     hung = km._control(run, "4.4.0", tmp_path, timeout_s=1)
     assert hung is not None and (hung["passed"], hung["kind"]) == (False, "timed out")
+
+
+def no_start_child(mutant: km.Mutant, runs: Any, version: str, history: Path, timeout_s: float) -> dict[str, Any]:
+    """Every mutant's cluster fails to start (as run_one reports it: the run that could not start)."""
+    return {"status": "no-start", "runs_tried": 1,
+            "by": {"scenario": "fast", "scenario_file": runs[0]["scenario_file"], "profile": "kafka",
+                   "message": "backend kafka could not start: the cluster did not start: JVM exited"}}
+
+
+@pytest.mark.parametrize("unmutated_starts", [True, False], ids=["mutant's", "machine's"])
+def test_a_no_start_is_judged_by_an_unmutated_start_now(tmp_path: Path, index: km.CoverageIndex,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        unmutated_starts: bool) -> None:
+    """Stop 44: a no-start at load 25 was killed in 51 s when run again alone. A no-start now stands
+    only when the same scenario, unmutated, starts a cluster right after; else the machine could not
+    start one and it is counted apart as ``control failed``, and run again with ``--retry``."""
+    starts: list[str] = []
+
+    def unmutated(run: dict[str, Any], version: str, history: Path, timeout_s: float) -> dict[str, Any]:
+        starts.append(run["scenario_file"])
+        if unmutated_starts:
+            return {"passed": True, "at": None, "failures": [], "seconds": 20.0}
+        return {"passed": False, "at": None, "kind": "no-start", "failures": [], "seconds": 61.0,
+                "message": "backend kafka could not start: the cluster did not start: not ready"}
+
+    monkeypatch.setattr(km, "_child", no_start_child)
+    monkeypatch.setattr(km, "_control", unmutated)
+    mutants = [mutant("m", 25), mutant("m", 26)]
+    km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    rows = km.results_of([tmp_path])
+    assert starts == ["fast.elr.yaml", "fast.elr.yaml"]  # one start each: never a cached control
+    if unmutated_starts:
+        assert {r["status"] for r in rows.values()} == {"no-start"}
+        assert km.control_words(rows[mutants[0].id]["control"]) == "an unmutated start succeeded (20 s)"
+    else:
+        assert {r["status"] for r in rows.values()} == {"control failed"}
+        assert "the unmutated cluster did not start either" in rows[mutants[0].id]["control"]["message"]
+        km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                        retry=frozenset({"control failed"}))
+        assert len(starts) == 4  # run again, each with a fresh start

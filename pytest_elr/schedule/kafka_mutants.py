@@ -20,7 +20,9 @@ exactly its declared known failure). Each mutant ends as:
 - **survived**: every covering run ended as on the real release;
 - **control failed**: a run told, but its scenario, run unmutated on the same release and profile,
   failed too (at the same step or elsewhere): no kill (counted apart, like no-start);
-- **no-start**: the cluster did not start (counted apart: the suite never ran);
+- **no-start**: the cluster did not start (counted apart: the suite never ran), and the same
+  scenario unmutated, started right after, did (else ``control failed``: the machine could not start
+  a cluster then, not the mutant);
 - **timed out**: it did not end within ``--mutant-timeout``;
 - **not planted**: its class never loaded, or the agent did not find the site (a harness problem),
   by every read of the agent's report: each run's at its end, and a last one after the mutant's runs.
@@ -368,6 +370,19 @@ def judged_by_control(result: dict[str, Any], control: dict[str, Any]) -> dict[s
     return {**result, "status": "killed" if control["passed"] else "control failed", "control": summary}
 
 
+def judged_no_start(result: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:
+    """A no-start with an unmutated start of its scenario beside it: the no-start stands when the
+    unmutated cluster started (whatever its run did then); when it did not start either the machine
+    could not start a cluster at that moment (stop 44: a no-start at load 25 was killed in 51 s when
+    run again), so it is ``control failed``, counted apart and run again with ``--retry``."""
+    started = control.get("kind") != "no-start"
+    summary = {"scenario": (result.get("by") or {}).get("scenario"), "passed": bool(control["passed"]),
+               "started": started, "at": control.get("at"), "seconds": control.get("seconds")}
+    if not started:
+        summary["message"] = "the unmutated cluster did not start either: " + control.get("message", "")[:300]
+    return {**result, "status": "no-start" if started else "control failed", "control": summary}
+
+
 def controls_of(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """Every control run in these campaign directories (each shard's own file)."""
     found: list[dict[str, Any]] = []
@@ -447,6 +462,11 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
         if result["status"] == "killed" and by.get("scenario_file"):
             control = controls.of(by, out / "history")
             result = judged_by_control(result, control) if control is not None else {**result, "status": "interrupted"}
+        elif result["status"] == "no-start" and by.get("scenario_file"):
+            # A start that fails may be the machine's, not the mutant's: the same scenario unmutated, now
+            # (never a cached control: the question is whether a cluster starts at this moment).
+            control = _control(by, index.kafka_version, child_history(out, mutant) / "start-control", mutant_timeout_s)
+            result = judged_no_start(result, control) if control is not None else {**result, "status": "interrupted"}
         return result, seconds
 
     running: dict[Future[tuple[dict[str, Any], float]], Mutant] = {}
@@ -640,6 +660,8 @@ def summary(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, in
 
 def control_words(control: dict[str, Any]) -> str:
     """A row's control in words: ``control passed (38 s)``, ``control failed at X, the kill's step``."""
+    if control.get("started") is True:
+        return f"an unmutated start succeeded ({control.get('seconds') or 0:.0f} s)"
     if control["passed"]:
         return f"control passed ({control.get('seconds') or 0:.0f} s)"
     where = f"at {control['at']}" if control.get("at") else f"({control.get('message', '')[:120]})"
