@@ -21,6 +21,8 @@ from pytest_elr.schedule import search
 from pytest_elr.schedule.explore import schedules
 
 SCHEDULES = 40
+#: explore's seed 0 on three partitions and with a spare broker (the rules those alone draw)
+MORE = 10
 
 
 def as_yaml(name: str, actions: list) -> str:  # type: ignore[type-arg]
@@ -30,7 +32,8 @@ def as_yaml(name: str, actions: list) -> str:  # type: ignore[type-arg]
 
 
 def drawn() -> list[str]:
-    """The first ``SCHEDULES`` schedules of the search (derandomized) and of explore's seed 0."""
+    """The first ``SCHEDULES`` schedules of the search (derandomized) and of explore's seed 0, then
+    the first ``MORE`` of explore's seed 0 on three partitions and with a spare broker."""
     found: list[list] = []  # type: ignore[type-arg]
 
     class Collect(search.machine_for(search.SearchConfig(profile=get_profile("kafka")))):  # type: ignore[misc]
@@ -40,7 +43,11 @@ def drawn() -> list[str]:
     search.run_machine(Collect, SCHEDULES, 25)
     out = [as_yaml(f"search-{i}", actions) for i, actions in enumerate(found[:SCHEDULES])]
     explored = itertools.islice(schedules(get_profile("kafka"), 0, 8, None), SCHEDULES)
-    return out + [as_yaml(f"explore-{i}", actions) for i, actions in enumerate(explored)]
+    out += [as_yaml(f"explore-{i}", actions) for i, actions in enumerate(explored)]
+    for name, kw in (("partitions", {"partitions": 3}), ("spare", {"spare": True})):
+        more = itertools.islice(schedules(get_profile("kafka"), 0, 8, None, **kw), MORE)  # type: ignore[arg-type]
+        out += [as_yaml(f"explore-{name}-{i}", actions) for i, actions in enumerate(more)]
+    return out
 
 
 def main(argv: list[str]) -> None:

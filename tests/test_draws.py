@@ -33,10 +33,13 @@ def differing(a: list[str], b: list[str]) -> list[str]:
 
 
 def test_the_same_seed_draws_the_same_schedules_whatever_is_imported() -> None:
-    from draw_schedules import SCHEDULES, drawn
+    from draw_schedules import MORE, SCHEDULES, drawn
 
     plain = drawn_in_fresh_process()
-    assert len(plain) == 2 * SCHEDULES
+    assert len(plain) == 2 * SCHEDULES + 2 * MORE
+    # and the rules drawn only on several partitions and with a spare broker
+    assert any("partition: " in y for y in plain[2 * SCHEDULES:]), "no request naming a partition drawn"
+    assert any("hold_metadata" in y for y in plain[2 * SCHEDULES:]), "no metadata hold drawn"
     # every kind of ``search.KINDS`` is compared, the cluster-wide min ISR update among them
     assert any("set_cluster_min_isr" in y for y in plain[:SCHEDULES]), "the search drew no cluster-wide update"
     assert any("set_cluster_min_isr" in y for y in plain[SCHEDULES:]), "explore drew no cluster-wide update"

@@ -129,6 +129,8 @@ def test_the_search_draws_every_action_of_the_language() -> None:
     assert not {kind for kind in one_controller if kind.endswith("_controller")}, one_controller
     # the controller faults, on a quorum of three: none breaks an invariant under the whole KIP
     assert search("kip966", max_examples=200, controllers=3) is None
+    # a spare broker, holding no replica: its metadata held, and leaders' shutdowns begun during the hold
+    assert search("kip966", max_examples=200, spare=True) is None
     missing = set(ACTIONS) - set(NOT_DRAWN) - ProtocolMachine.kinds_applied
     assert not missing, f"the search never applies {sorted(missing)}"
 

@@ -34,13 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=1,
                         help="partitions of the topic, leaders spread over the brokers; with more than one, "
                              "faults are aimed at any partition's leader too (default: 1)")
+    parser.add_argument("--spare-broker", action="store_true",
+                        help="a fourth broker, holding no replica: its metadata is held (hold_metadata) too")
     parser.add_argument("--out", type=Path, help="write the shrunk counterexample as a scenario")
     args = parser.parse_args(argv)
     if not 1 <= args.partitions <= MAX_PARTITIONS:
         parser.error(f"--partitions: 1 to {MAX_PARTITIONS}, not {args.partitions}")
     started = time.monotonic()
     found = search(args.profile, max_examples=args.examples, steps=args.steps, controllers=args.controllers,
-                   partitions=args.partitions)
+                   partitions=args.partitions, spare=args.spare_broker)
     elapsed = time.monotonic() - started
     if found is None:
         print(f"profile {args.profile}: no invariant broken in {args.examples} schedules ({elapsed:.1f}s)")
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {v}")
     if args.out:
         args.out.write_text(counterexample_yaml(args.profile, actions, violations, controllers=args.controllers,
-                                                partitions=args.partitions))
+                                                partitions=args.partitions, spare=args.spare_broker))
         print(f"written to {args.out}")
     return 1
 
@@ -63,11 +65,11 @@ def _flow(items: list[dict[str, object]]) -> str:
 
 
 def counterexample_yaml(profile: str, actions: list[Action], violations: list[str], controllers: int = 1,
-                        partitions: int = 1) -> str:
+                        partitions: int = 1, spare: bool = False) -> str:
     """The counterexample as a scenario that passes under pytest: every profile declares the loss
     the model gives it on this schedule (found where it was found, none or found elsewhere), and a
     profile the model cannot pass whatever the verdict is left out of ``profiles:``, saying why."""
-    cluster = ClusterSpec(brokers=BROKERS, controllers=controllers)
+    cluster = ClusterSpec(brokers=(*BROKERS, max(BROKERS) + 1) if spare else BROKERS, controllers=controllers)
     topic = TopicSpec(name="found", replicas=BROKERS, min_insync_replicas=MIN_ISR,
                       more_partitions=rotated_assignment(BROKERS, partitions)[1:])
     name = f"found-{profile}-counterexample"

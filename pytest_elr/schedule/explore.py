@@ -177,16 +177,18 @@ def signature(result: RunResult) -> str:
 
 def schedules(profile: Profile, seed_value: int, steps: int, kinds: frozenset[str] | None,
               brokers: tuple[int, ...] = BROKERS, min_isr: int = MIN_ISR,
-              controllers: int = 1, partitions: int = 1) -> Iterator[list[Action]]:
+              controllers: int = 1, partitions: int = 1, spare: bool = False) -> Iterator[list[Action]]:
     """Schedules the property search's machine draws, seed by seed: each with acks=all records at
     stake and at least two kinds of fault, only ``kinds`` when given, each schedule once; on
     ``controllers`` > 1, controller faults too; on ``partitions`` > 1, faults aimed at the leader
-    of any partition."""
+    of any partition and operator requests naming any partition; with a ``spare`` broker (one
+    more, holding no replica), its metadata held (``hold_metadata``) and leaders' clean shutdowns
+    begun during the hold."""
     seen: set[tuple[Action, ...]] = set()
     batch: list[list[Action]] = []
 
     config = SearchConfig(profile=profile, brokers=brokers, min_isr=min_isr, controllers=controllers,
-                          partitions=partitions, kinds=default_kinds(controllers, partitions))
+                          partitions=partitions, spare=spare, kinds=default_kinds(controllers, partitions))
 
     class Collect(machine_for(config)):  # type: ignore[misc]
         def teardown(self) -> None:
@@ -548,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=bounded("--partitions", 1, MAX_PARTITIONS), default=1,
                         help="partitions of the topic, leaders spread over the brokers; with more than one, "
                              "faults are aimed at any partition's leader too (default: 1)")
+    parser.add_argument("--spare-broker", action="store_true",
+                        help="a fourth broker, holding no replica of the topic: schedules hold its metadata "
+                             "(hold_metadata) and begin leaders' shutdowns during the hold")
     parser.add_argument("--out", type=Path, default=Path(".elr-explore"))
     parser.add_argument("--parallel", type=parallel_count, default=None,
                         help="schedules at once, each on a session (cluster pool) of its own (default: the clusters "
@@ -591,7 +596,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     # two log dirs a broker, so that a drawn move between them runs, and every schedule on one cluster shape
     explorer = Explorer(backend, args.kafka_version, args.profile, oracle, args.out,
-                        ClusterSpec(brokers=BROKERS, log_dirs=MoveLogDir.log_dirs_needed,
+                        ClusterSpec(brokers=SearchConfig(oracle, spare=args.spare_broker).cluster_brokers,
+                                    log_dirs=MoveLogDir.log_dirs_needed,
                                     controllers=args.controllers),
                         TopicSpec(name="explore", replicas=BROKERS, min_insync_replicas=MIN_ISR,
                                   more_partitions=rotated_assignment(BROKERS, args.partitions)[1:]),
@@ -603,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     try:
         explorer.explore(schedules(oracle, args.seed, args.steps, kinds, controllers=args.controllers,
-                                   partitions=args.partitions),
+                                   partitions=args.partitions, spare=args.spare_broker),
                          time.monotonic() + args.budget,
                          parallel=parallel)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the clusters are gone; keep what was seen

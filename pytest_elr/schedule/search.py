@@ -31,6 +31,7 @@ from hypothesis.stateful import (
 
 from pytest_elr.actions import (
     Action,
+    BeginShutdown,
     CancelReassignment,
     Crash,
     CrashController,
@@ -40,6 +41,7 @@ from pytest_elr.actions import (
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
+    HoldMetadata,
     IsolateController,
     MoveLogDir,
     Pause,
@@ -85,11 +87,6 @@ QUORUM = 3
 #: action kinds the machine never draws, with the reason
 NOT_DRAWN: dict[str, str] = {
     "wait": "the model has no clock: a wait changes nothing in it",
-    "begin_shutdown": "the model has no moment inside a controlled shutdown: it leaves the state `shutdown` "
-                      "leaves, which is drawn",
-    "hold_metadata": "it bites only on a broker that holds no replica, during a leader's begin_shutdown: the "
-                     "search's brokers all hold one, and begin_shutdown is not drawn (staged by "
-                     "held_metadata_shutting_down_not_elected)",
 }
 
 
@@ -106,12 +103,15 @@ def default_kinds(controllers: int, partitions: int = 1) -> tuple[str, ...]:
             + (PARTITION_KINDS if partitions > 1 else ()))
 
 
-def _enabled(kind: str):  # type: ignore[no-untyped-def]
+def _enabled(kind: str, needs: str | None = None):  # type: ignore[no-untyped-def]
     """A rule of ``kind``: drawn only in examples whose swarm enabled it, and left out of the machine
-    altogether when the search is not given the kind (``machine_for``)."""
+    altogether when the search is not given the kind (``machine_for``), or when ``needs`` names a
+    property of the ``SearchConfig`` (``several_partitions``, ``spare_broker``) it does not have: a
+    search without it draws what it drew before the rule existed, seed for seed."""
     def tag(rule_function):  # type: ignore[no-untyped-def]
         guarded = precondition(lambda self: kind in self.enabled)(rule_function)
         guarded.search_kind = kind
+        guarded.search_needs = needs
         return guarded
     return tag
 
@@ -126,12 +126,29 @@ class SearchConfig:
     #: KRaft controllers of the searched cluster; the ``controller`` kind needs more than one
     controllers: int = 1
     #: partitions of the searched topic, their replicas rotated over the brokers (``rotated_assignment``);
-    #: the ``partition_leader`` kind needs more than one
+    #: the ``partition_leader`` kind needs more than one, and so do the rules that name a partition
+    #: other than 0 in an operator's request (reassign, cancel_reassignment, move_log_dir, elect_leaders)
     partitions: int = 1
+    #: a broker more in the cluster, holding no replica of the topic (numbered after ``brokers``):
+    #: the one broker whose metadata the model lets a schedule hold (``hold_metadata``)
+    spare: bool = False
 
     @property
     def assignment(self) -> tuple[tuple[int, ...], ...]:
         return rotated_assignment(self.brokers, self.partitions)
+
+    @property
+    def several_partitions(self) -> bool:
+        return self.partitions > 1
+
+    @property
+    def spare_broker(self) -> int | None:
+        return max(self.brokers) + 1 if self.spare else None
+
+    @property
+    def cluster_brokers(self) -> tuple[int, ...]:
+        """The cluster's brokers: the topic's, and the spare if any."""
+        return self.brokers if self.spare_broker is None else (*self.brokers, self.spare_broker)
 
 
 class InvariantBroken(AssertionError):
@@ -176,6 +193,17 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _running(self, b: int) -> bool:
         return self.model.brokers[b].running
 
+    def _partition(self, p: int) -> int:
+        """Partition ``p`` drawn from 0 .. MAX_PARTITIONS - 1, modulo the topic's partitions: the
+        strategy is the same whatever their number."""
+        return p % self.config.partitions
+
+    def _stop_cleanly(self, b: int) -> None:
+        """A clean shutdown; while a broker's metadata is held (``hold_metadata``) a ``begin_shutdown``,
+        as an operator's SIGTERM: the model refuses a blocking ``shutdown`` of a leader then (its
+        controlled shutdown cannot finish; the process would wait out Kafka's 5 minutes)."""
+        self._do(BeginShutdown(broker=b) if self.model.metadata_held else Shutdown(broker=b))
+
     # --- rules: one per form of fault ------------------------------------------------------------
 
     @initialize(data=st.data())
@@ -192,7 +220,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     def isolate(self, victim: int | str, scope: str) -> None:
         b = self._target(victim)
         if b is not None:
-            self._do(Cut(links=isolation_links(b, scope, self.config.brokers)))  # type: ignore[arg-type]
+            self._do(Cut(links=isolation_links(b, scope, self.config.cluster_brokers)))  # type: ignore[arg-type]
 
     @_enabled("cut")
     @rule(src=st.sampled_from(NODES), dst=st.sampled_from(NODES))
@@ -203,7 +231,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     @_enabled("slow")
     @rule(b=st.sampled_from(BROKERS))
     def slow(self, b: int) -> None:
-        self._do(Slow(links=isolation_links(b, "brokers", self.config.brokers)))
+        self._do(Slow(links=isolation_links(b, "brokers", self.config.cluster_brokers)))
 
     @_enabled("hold")
     @rule(b=st.sampled_from(BROKERS))
@@ -217,10 +245,34 @@ class ProtocolMachine(RuleBasedStateMachine):
         if b is not None:
             self._do(HoldHeartbeats(broker=b))
 
+    @_enabled("hold", needs="spare_broker")
+    @rule(then_shutdown=st.booleans())
+    def hold_metadata(self, then_shutdown: bool) -> None:
+        """The spare broker's metadata Fetch held (Kafka mutant 1494, docs/kafka-mutants.md): the
+        one broker that holds no replica, the only one the model lets a schedule hold. It bites at
+        a leader's clean shutdown while held (drawn as ``begin_shutdown``, ``_stop_cleanly``): the
+        leader hands its leadership and ISR over and stays unfenced, not electable, until healed.
+        Aimed there (``then_shutdown``): partition 0's leader begins its shutdown at once."""
+        spare = self.config.spare_broker
+        if spare is None or not self._running(spare):
+            return
+        self._do(HoldMetadata(broker=spare))
+        leader = self.model.part.leader
+        if then_shutdown and spare in self.model.metadata_held and leader is not None and self._running(leader):
+            self._do(BeginShutdown(broker=leader))
+
+    @_enabled("heal", needs="spare_broker")
+    @rule()
+    def heal_spare(self) -> None:
+        """The spare broker's link to the controller healed: a held metadata Fetch is delivered."""
+        spare = self.config.spare_broker
+        if spare is not None:
+            self._do(Heal(links=((spare, CONTROLLER),)))
+
     @_enabled("heal")
     @rule(b=st.sampled_from(BROKERS))
     def heal_broker(self, b: int) -> None:
-        self._do(Heal(links=isolation_links(b, "all", self.config.brokers)))
+        self._do(Heal(links=isolation_links(b, "all", self.config.cluster_brokers)))
 
     @_enabled("heal")
     @rule()
@@ -231,7 +283,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     @rule(b=st.sampled_from(BROKERS))
     def shutdown(self, b: int) -> None:
         if self._running(b):
-            self._do(Shutdown(broker=b))
+            self._stop_cleanly(b)
 
     @_enabled("crash")
     @rule(victim=VICTIMS)
@@ -266,11 +318,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         partition change apache/kafka PR #20716 found emptying the ELR before 4.3.0, and the moved
         copy is unsynced until flushed. Held (``hold`` enabled too), the broker would wait for the
         heal to promote the copy, which the model refuses (not modelled): the move is a no-op step."""
-        b = self._target(victim)
+        self._move_log_dir(self._target(victim), 0, hold_assignment)
+
+    def _move_log_dir(self, b: int | None, p: int, hold_assignment: bool) -> None:
         if b is not None and self._running(b) and not self.model.brokers[b].paused:
             if hold_assignment and "hold" in self.enabled:
                 self._do(HoldDirAssignments(broker=b))
-            self._do(MoveLogDir(broker=b))
+            self._do(MoveLogDir(broker=b, partition=p))
 
     @_enabled("reassign")
     @rule(order=st.permutations(BROKERS), size=st.integers(1, len(BROKERS)),
@@ -280,20 +334,26 @@ class ProtocolMachine(RuleBasedStateMachine):
         ELR member ("upon completion, the ELR only contains replicas in the final replica set") or
         moves the leader away, drawn whatever the ISR, so under min ISR too ("the reassignment can
         only be completed if the ISR size is larger or equal to min ISR")."""
-        part = self.model.part
+        self._reassign(0, order, size, aim)
+
+    def _reassign(self, p: int, order: list[int], size: int, aim: str) -> None:
+        part = self.model.partitions[p].part
         target = list(order[:size])
         aimed_at = part.elr[:1] if aim == "elr" else [part.leader] if aim == "leader" else []
         if aimed_at and aimed_at != [None]:
             target = [b for b in order if b in part.replicas and b not in aimed_at] or target
-        self._do(Reassign(replicas=tuple(target)))
+        self._do(Reassign(replicas=tuple(target), partition=p))
 
     @_enabled("reassign")
     @rule()
     def cancel_reassignment(self) -> None:
         """Cancelled while under way (KIP-966 "Other behaviors" 4b: "This min ISR requirement is also
         enforced when the reassignment is canceled")."""
-        if self.model.part.reassigning:
-            self._do(CancelReassignment())
+        self._cancel_reassignment(0)
+
+    def _cancel_reassignment(self, p: int) -> None:
+        if self.model.partitions[p].part.reassigning:
+            self._do(CancelReassignment(partition=p))
 
     @_enabled("restart")
     @rule(b=st.sampled_from(BROKERS))
@@ -344,6 +404,40 @@ class ProtocolMachine(RuleBasedStateMachine):
     def elect_preferred_leader(self) -> None:
         self._do(ElectLeaders(election="preferred"))
 
+    # --- an operator's request naming a partition (``partitions`` > 1 only) ----------------------
+    # The rules above name partition 0 (the request's default); these draw the partition, modulo the
+    # topic's. Each is of its request's kind, so the swarm enables both together; hidden from a
+    # one-partition machine (``needs``), whose seeds draw what they drew before.
+
+    @_enabled("reassign", needs="several_partitions")
+    @rule(p=st.integers(0, MAX_PARTITIONS - 1), order=st.permutations(BROKERS), size=st.integers(1, len(BROKERS)),
+          aim=st.sampled_from(["elr", "leader", "elr", "any"]))
+    def reassign_partition(self, p: int, order: list[int], size: int, aim: str) -> None:
+        """``reassign`` of partition p, aimed as partition 0's is (at its ELR or its leader)."""
+        self._reassign(self._partition(p), order, size, aim)
+
+    @_enabled("reassign", needs="several_partitions")
+    @rule(p=st.integers(0, MAX_PARTITIONS - 1))
+    def cancel_partition_reassignment(self, p: int) -> None:
+        """The reassignment under way of a partition: the p-th of those that have one (modulo their
+        number), so that one is cancelled whenever there is one."""
+        moving = [q for q, partition in sorted(self.model.partitions.items()) if partition.part.reassigning]
+        if moving:
+            self._cancel_reassignment(moving[p % len(moving)])
+
+    @_enabled("move", needs="several_partitions")
+    @rule(p=st.integers(0, MAX_PARTITIONS - 1), victim=VICTIMS, hold_assignment=st.booleans())
+    def move_partition_log_dir(self, p: int, victim: int | str, hold_assignment: bool) -> None:
+        """A replica of partition p moved (``leader``: its leader's), the other partitions' replicas
+        on the broker staying where they are."""
+        p = self._partition(p)
+        self._move_log_dir(self._target(f"leader:{p}" if victim == "leader" else victim), p, hold_assignment)
+
+    @_enabled("elect_leaders", needs="several_partitions")
+    @rule(p=st.integers(0, MAX_PARTITIONS - 1))
+    def elect_partition_preferred_leader(self, p: int) -> None:
+        self._do(ElectLeaders(election="preferred", partition=self._partition(p)))
+
     # --- the controller quorum (``controllers`` > 1 only) ----------------------------------------
 
     @_enabled("controller")
@@ -386,11 +480,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         if b is None or not self._running(b):
             return
         if fault == "isolate":
-            self._do(Cut(links=isolation_links(b, "all", self.config.brokers)))
+            self._do(Cut(links=isolation_links(b, "all", self.config.cluster_brokers)))
         elif fault == "lossy" and self.model.ledger_allows(b):
             self._do(PowerOff(brokers=(b,)))
         elif fault == "shutdown":
-            self._do(Shutdown(broker=b))
+            self._stop_cleanly(b)
         elif fault == "crash":
             self._do(Crash(broker=b))
         elif fault == "pause" and not self.model.brokers[b].paused:
@@ -408,15 +502,15 @@ class ProtocolMachine(RuleBasedStateMachine):
 def model_for(cfg: SearchConfig) -> ModelCluster:
     """A fresh model of the searched cluster and topic."""
     first, *more = cfg.assignment
-    return ModelCluster(cfg.brokers, list(first), cfg.min_isr, cfg.profile, controllers=cfg.controllers,
+    return ModelCluster(cfg.cluster_brokers, list(first), cfg.min_isr, cfg.profile, controllers=cfg.controllers,
                         more_partitions=tuple(list(r) for r in more))
 
 
 def violations_on(profile: Profile, actions: list[Action], controllers: int = 1,
-                  partitions: int = 1) -> list[str]:
+                  partitions: int = 1, spare: bool = False) -> list[str]:
     """The invariants ``actions`` break on a fresh model under ``profile`` (the machine's own
     check, after each action): a counterexample replayed on another profile or set of rules."""
-    model = model_for(SearchConfig(profile=profile, controllers=controllers, partitions=partitions))
+    model = model_for(SearchConfig(profile=profile, controllers=controllers, partitions=partitions, spare=spare))
     for action in actions:
         try:
             model.apply(action)
@@ -445,7 +539,8 @@ def machine_for(cfg: SearchConfig) -> type[ProtocolMachine]:
     enabled: Hypothesis chooses among every rule of the class, so a kind added to the language
     would otherwise change what a search restricted to other kinds draws for the same seed."""
     hidden = {name: None for name, member in vars(ProtocolMachine).items()
-              if getattr(member, "search_kind", None) not in (None, *cfg.kinds)}
+              if getattr(member, "search_kind", None) not in (None, *cfg.kinds)
+              or (getattr(member, "search_needs", None) is not None and not getattr(cfg, member.search_needs))}
     return type(f"ProtocolMachine_{cfg.profile.name}", (ProtocolMachine,), {"config": cfg, **hidden})
 
 
@@ -501,10 +596,12 @@ def search(
     shrink: bool = True,
     controllers: int = 1,
     partitions: int = 1,
+    spare: bool = False,
 ) -> tuple[list[Action], list[str]] | None:
     """Explore random schedules; return the shrunk counterexample (actions, violations), if any
     (``shrink=False``: the first one found, as drawn). ``kinds``: by default every kind a cluster of
-    ``controllers`` and a topic of ``partitions`` draw (``default_kinds``).
+    ``controllers`` and a topic of ``partitions`` draw (``default_kinds``). ``spare``: a broker more,
+    holding no replica, whose metadata the schedules hold (``hold_metadata``).
 
     Derandomized: the same arguments explore the same schedules, whatever else is imported
     (``run_machine``), so a result can be reproduced.
@@ -512,7 +609,7 @@ def search(
     prof = get_profile(profile) if isinstance(profile, str) else profile
     if rules is not None:
         prof = replace(prof, rules=rules)
-    cfg = SearchConfig(profile=prof, controllers=controllers, partitions=partitions,
+    cfg = SearchConfig(profile=prof, controllers=controllers, partitions=partitions, spare=spare,
                        kinds=default_kinds(controllers, partitions) if kinds is None else kinds)
     check_config(cfg)
     machine = machine_for(cfg)
