@@ -126,3 +126,18 @@ def test_a_system_electing_the_shutting_down_broker_fails_the_restart_step() -> 
     assert not result.passed
     assert "step follower-back" in result.message and "leader: expected 1, observed 0" in result.message, \
         result.message
+
+
+def test_a_step_the_model_refuses_fails_cleanly_and_the_finale_restarts_nothing_that_ran(tmp_path: Path) -> None:
+    """A blocking shutdown during a hold is refused by the model backend; the executor once counted
+    the broker stopped anyway, and its finale's restart of the running broker raised a raw
+    ModelError (found by the search's refusal check, stop 44)."""
+    from pytest_elr.backends.model import ModelBackend
+
+    path = tmp_path / "s.elr.yaml"
+    path.write_text("name: s\ncluster: {brokers: 4}\ntopic: {name: t, replicas: [0, 1, 2], min_insync_replicas: 2}\n"
+                    "steps:\n  - at: a\n    do: [{produce: 3}, {hold_metadata: 3}, {shutdown: 0}]\n"
+                    "verdict: {acked_loss: none}\n")
+    result = run_scenario(load_scenario(path), ModelBackend(), "kafka", tmp_path)
+    assert not result.passed
+    assert "step a" in result.message and "shutdown: the model cannot do it here" in result.message, result.message

@@ -469,12 +469,14 @@ class Executor:
             action, targets = self._resolve(action)
         if record and action.fault:
             self.history.record("fault", **action.describe(), **({"targets": targets} if targets else {}))
+        result = self.backend.apply(action)
+        # Only once the system took it: an action it refused (the model backend's ModelError) left
+        # every broker as it was, and the finale must not restart one that never stopped.
         self.lifecycle.update(action.transitions())
         self.controller_crashed |= isinstance(action, StopController)
         self.lossy_applied |= action.lossy
         if isinstance(action, SetMinIsr):
             self.min_isr = action.value
-        result = self.backend.apply(action)
         predicted: list[tuple[ModelCluster, Any]] = []  # each allowed state and its result
         if self._shadow and self.alternatives is not None:
             # a slow follower at the frozen HWM before the action (``OSCILLATING_EPOCH``)
