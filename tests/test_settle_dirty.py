@@ -51,7 +51,7 @@ from pytest_elr.actions import (
 )
 from pytest_elr.core.nodes import CONTROLLER, isolation_links
 from pytest_elr.model import invariants
-from pytest_elr.model.cluster import ModelCluster, ModelError
+from pytest_elr.model.cluster import _KEY_MOVED, ModelCluster, ModelError
 from pytest_elr.model.profiles import PROFILES, get_profile
 from pytest_elr.model.timing import Timing
 
@@ -278,8 +278,36 @@ def _links_kept_across_every_action(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ModelCluster, "_settle", settle)
 
 
+def _leader_flags_outrun_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader round's change flags as if it changed ``outrun`` alone (``_KEY_MOVED``, not
+    ``_MOVES_ON``): a partition whose leader moved its HWM or asked for an ISR change does not run
+    the next round (``_settle``'s change flags)."""
+    original = ModelCluster._leader_round
+
+    def leader_round(self: ModelCluster, p: Any) -> int:
+        changed = original(self, p)
+        return changed if self.full_settle or not changed else _KEY_MOVED
+    monkeypatch.setattr(ModelCluster, "_leader_round", leader_round)
+
+
+def _controller_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller's part of a round reports no partition touched (``_touched``) without a broker
+    event: the partitions whose AlterPartition it answered get no ``note_change`` in the round, and
+    their key is not compared unless the rest of the round changed them."""
+    original = ModelCluster._controller_round
+
+    def controller_round(self: ModelCluster, *args: Any) -> bool:
+        event = original(self, *args)
+        if not self.full_settle:
+            self._touched = set()
+        return event
+    monkeypatch.setattr(ModelCluster, "_controller_round", controller_round)
+
+
 @pytest.mark.parametrize("plant", [_produce_marks_nothing, _links_reach_partition_zero_only,
-                                   _brokers_quiet_across_actions, _links_kept_across_every_action])
+                                   _brokers_quiet_across_actions, _links_kept_across_every_action,
+                                   _leader_flags_outrun_only,
+                                   _controller_touches_nothing])
 def test_a_wrong_dirty_rule_is_caught(plant: Callable[[pytest.MonkeyPatch], None],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Each planted wrong rule for what the settle may leave out is caught by the comparison.

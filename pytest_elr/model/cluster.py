@@ -1238,18 +1238,22 @@ class ModelCluster:
     def _settle(self) -> None:
         """``settle`` over the partitions that may still move: those the action changed
         (``_dirty``: every one after an action that is not a produce) and, round after round,
-        those whose replication and leader rounds changed them in the round before, unless a
-        broker event (fencing, a registration, an unfencing, a directory assignment landing)
-        changed the cluster in the controller round: then every one from there on.
+        those whose leader round (or a produce request completed) changed them in the round before,
+        unless a broker event (fencing, a registration, an unfencing, a directory assignment
+        landing) changed the cluster in the controller round: then every one from there on.
 
         Why a partition left out changes nothing: the rounds are deterministic without a Timing (with
         one, whose choices are counted, every partition runs every round), and the controller's part
         of a round (``_controller_round``: answer the AlterPartition, follow the assignment, tell the
-        brokers) does nothing on a state it just made. So a partition the rest of its round left as
-        the controller left it (its ``_partition_key``: the fingerprint and what else the rounds read)
-        would run its next round on that state again, and make it again. The settle ends, as ever,
-        at the first round that leaves the fingerprint as it was -- or at one after which no
-        partition and nothing of the cluster can move, where the next round would be that one."""
+        brokers) does nothing on a state it just made. So a partition whose leader round left it as
+        it found it -- the replication round before it in the same round changes only what that
+        leader round then read (``_replication_round``), and ``outrun`` is set to the same again
+        (``_leader_round``) -- would run its next round on that state again, and make it again. The
+        rounds say so by their change flags (``_MOVES_ON``), of values, not of fields written. The
+        settle ends, as ever, at the first round that leaves the fingerprint as it was
+        (``_partition_key``, compared only for the partitions the controller touched or the rounds
+        changed: ``_KEY_MOVED``) -- or at one after which no partition and nothing of the cluster
+        can move, where the next round would be that one."""
         # No round cuts, heals or slows a link, nor starts, stops, pauses or resumes a broker (only
         # the actions' handlers do): every link answers the same for the whole settle, once -- and
         # after it, until an action that may change them (``apply``).
@@ -1280,38 +1284,50 @@ class ModelCluster:
             # only what they alone change: after a round where they changed nothing, the next
             # one's would change nothing either. ``full_settle`` runs them anyway: the reference.
             quiet = not event and not full
-            for p in work:
-                p.note_change()
-            # as the controller left them: as the round found those it did not touch
+            # Only the controller's part of a round changes a partition record, and without a broker
+            # event only in the partitions it touched (``_touched``): no other has a change to note.
+            # ``full_settle`` notes every one: the reference.
             touched = self._touched
-            mid = [key(p) if event or p.id in touched else p._key for p in work]
+            every_one = event or full
+            for p in work:
+                if every_one or p.id in touched:
+                    p.note_change()
             replication_round, leader_round, finish_produce = \
                 self._replication_round, self._leader_round, self._finish_produce
+            moving = []  # the partitions the rest of the round changed so that they run the next round
+            # those whose key may have moved in this round: the others, untouched by the controller
+            # and left by the rest of the round as it found them, are as their key says
+            rekey = []
             for p in work:
-                replication_round(p)
+                # The rest of the round's change flags: values changed, not fields written
+                # (``_KEY_MOVED``, ``_MOVES_ON``; the rounds say why).
+                changed = replication_round(p)
                 leader = p.part.leader
                 if leader is None:
-                    leader_round(p)
+                    changed |= leader_round(p)
                 else:
                     lead = p.logs[leader]
                     hwm = lead.hwm
-                    leader_round(p)
+                    changed |= leader_round(p)
                     if p.part.leader == leader and lead.hwm > hwm:
                         p.hwm_moves.append((hwm, lead.hwm, len(p.part.isr), self.seed_min_isr(p)))
                 if p.pending_produce:
+                    n = len(p.pending_produce)
                     finish_produce(p)
+                    if len(p.pending_produce) != n:
+                        changed |= _MOVES_ON
+                if changed & _MOVES_ON:
+                    moving.append(p)
+                if changed or every_one or p.id in touched:
+                    rekey.append(p)
             # fencing and registration change only in a broker event, the active controller in no round
             after = self._cluster_fingerprint() if event else before
             cluster_moved = moved = after != before
-            moving = []  # the partitions the rest of the round changed: they run the next round
-            for p, k_mid in zip(work, mid, strict=True):
-                k, was = key(p), p._key
-                assert was is not None
-                if not moved and (k[0] != was[0] or k[1] != was[1]):
+            for p in rekey:
+                k = key(p)
+                if not moved and k != p._key:
                     moved = True  # the fingerprint moved
                 p._key = k
-                if k[0] != k_mid[0] or k[2] != k_mid[2]:  # ``outrun`` apart (``_partition_key``)
-                    moving.append(p)
             if not moved or not (full or cluster_moved or moving):
                 # Those whose round changed what the fingerprint leaves out run again first
                 # in the next settle (as the next round of a full settle would run them).
@@ -1325,23 +1341,20 @@ class ModelCluster:
         return tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller
 
     @staticmethod
-    def _partition_key(p: ModelPartition) -> tuple[tuple[object, ...], frozenset[int], tuple[object, ...]]:
-        """What ``_settle`` compares of a partition: (its fingerprint but ``outrun``, ``outrun``, what
-        else its rounds read that a round changes without the fingerprint showing it). The first
-        two are equal exactly when ``_partition_fingerprint`` is (the same fields, sets and dicts
-        compared as such); a round that leaves all three as they were changed nothing the next
-        round reads. ``outrun`` apart: a leader round that changed only it leaves a state its next
-        round keeps -- ``outrun`` is read by that one statement alone, which sets it to
-        (``outrun`` - ISR) | X with X outside the ISR and computed without it, so a second round
-        sets it to the same."""
+    def _partition_key(p: ModelPartition) -> tuple[object, ...]:
+        """What ``_settle`` compares of a partition: equal exactly when ``_partition_fingerprint`` is
+        (the same fields, sets and dicts compared as such), cheaper to build: the logs' (end, HWM)
+        pairs flat in one list built in place (no comprehension, no tuple per log), never written
+        after; no sorting (issue 27, speed)."""
         r = p.part
-        return (
-            (r.leader, r.leader_epoch, r.partition_epoch, tuple(r.isr), tuple(r.elr), tuple(r.last_known_elr),
-             p.pending_alter, tuple([(len(log.log), log.hwm) for log in p.logs.values()]), tuple(p.heard.values()),
-             p.follower_leo.copy(), len(p.pending_produce), frozenset(p.late_in_sync)),
-            frozenset(p.outrun),
-            (p.hwm_waits_since, p._view_epoch, p.follower_fetch_epoch.copy()),
-        )
+        logs: list[int] = []
+        for log in p.logs.values():
+            logs.append(len(log.log))
+            logs.append(log.hwm)
+        return (r.leader, r.leader_epoch, r.partition_epoch, tuple(r.isr), tuple(r.elr), tuple(r.last_known_elr),
+                p.pending_alter, logs, tuple(p.heard.values()), p.follower_leo.copy(), len(p.pending_produce),
+                frozenset(p.late_in_sync) if p.late_in_sync else _NOBODY,
+                frozenset(p.outrun) if p.outrun else _NOBODY)
 
     def fingerprint(self) -> tuple[object, ...]:
         return (
@@ -1592,19 +1605,29 @@ class ModelCluster:
                 p.stale_in_isr |= {b for b, epoch in req.new_isr
                                    if b in joined and epoch != self.brokers[b].epoch}
 
-    def _replication_round(self, p: ModelPartition) -> None:
-        # Run for each moving partition in every round: lookups hoisted, ``Replica.leo`` as ``len``,
-        # ``_round_trip``'s cache read in place (issue 27, speed).
+    def _replication_round(self, p: ModelPartition) -> int:
+        """The followers fetch from the leader. Returns ``_KEY_MOVED`` if it changed the partition's
+        fingerprint (``_partition_key``: values, not fields written), else 0: ``_settle``'s change
+        flag. Nothing it changes makes the partition run the next round: the leader round after it
+        in this round reads what it wrote, and with the leader's log and HWM as they were (the
+        leader round says when they moved) the next one would write the same.
+
+        Run for each moving partition in every round: lookups hoisted, ``Replica.leo`` as ``len``,
+        ``_round_trip``'s cache read in place, a field written only when its value changes (issue 27,
+        speed)."""
         part = p.part
         leader = part.leader
         if leader is None or leader in self.fenced:
-            return
+            return 0
+        changed = 0
         if p._view_epoch != part.leader_epoch:
             # A new leader knows nothing of its followers until they fetch from it.
             p._view_epoch = part.leader_epoch
             p.follower_leo.clear()
             p.follower_fetch_epoch.clear()
+            changed = _KEY_MOVED
         logs, heard, brokers, trips = p.logs, p.heard, self.brokers, self._trips
+        follower_leo, follower_fetch_epoch = p.follower_leo, p.follower_fetch_epoch
         lead = logs[leader]
         lead_log = lead.log
         lead_leo, lead_hwm = len(lead_log), lead.hwm  # the leader's log and HWM do not change in this round
@@ -1619,7 +1642,7 @@ class ModelCluster:
                 continue
             follower = logs[f]
             log = follower.log
-            end = len(log)  # kept as the log changes below (at most the leader's: a prefix of its log)
+            end = was = len(log)  # kept as the log changes below (at most the leader's: a prefix of its log)
             limit = end if end < lead_leo else lead_leo
             # ``_common_prefix``'s first test inline: a follower that holds the leader's records shares
             # its last one (the leader's own object)
@@ -1632,22 +1655,40 @@ class ModelCluster:
                 p.hwm_waits_since = None  # a fetch that moves a follower's log end
                 log.extend(lead_log[end:])
                 end = lead_leo
-            follower.hwm = lead_hwm if lead_hwm < end else end  # min(): the leader's HWM holds in this round
-            p.follower_leo[f] = end
-            p.follower_fetch_epoch[f] = broker.epoch
+            if end != was:
+                changed = _KEY_MOVED  # the key holds the log's end (a suffix replaced in place leaves it)
+            hwm = lead_hwm if lead_hwm < end else end  # min(): the leader's HWM holds in this round
+            if follower.hwm != hwm:
+                follower.hwm = hwm
+                changed = _KEY_MOVED
+            if follower_leo.get(f) != end:
+                follower_leo[f] = end
+                changed = _KEY_MOVED
+            follower_fetch_epoch[f] = broker.epoch
+        return changed
 
-    def _leader_round(self, p: ModelPartition) -> None:
+    def _leader_round(self, p: ModelPartition) -> int:
+        """The leader moves its HWM and asks for ISR changes. Returns ``_settle``'s change flags:
+        ``_MOVES_ON`` if the partition runs the next round (the HWM moved: the followers fetch it; an
+        AlterPartition for the controller; an HWM evaluated again), ``_KEY_MOVED`` if only ``outrun``
+        changed (of the fingerprint, ``_partition_key``), else 0. ``outrun`` alone moves nothing on:
+        it is read by the one statement that changes it, which sets it to (``outrun`` - ISR) | X, X
+        outside the ISR and computed without it, so a second round sets it to the same."""
         part = p.part
         leader = part.leader
         brokers, fenced = self.brokers, self.fenced
         if leader is None or leader in fenced or not brokers[leader].running:
-            return
+            return 0
         lead = p.logs[leader]
         isr = part.isr
-        if p.outrun:
-            p.outrun -= set(isr)
+        outrun = p.outrun
+        out = len(outrun)
+        if out:
+            outrun.difference_update(isr)
+        changed = _KEY_MOVED if len(outrun) < out else 0
         if p.hwm_waits_since is not None and part.partition_epoch != p.hwm_waits_since:
             p.hwm_waits_since = None  # an ISR change: the leader evaluates its HWM again
+            changed |= _MOVES_ON
         follower_leo = p.follower_leo
         # ``hwm_may_advance_now``, inline: the leader is live (above)
         rules = self.profile.rules
@@ -1662,19 +1703,25 @@ class ModelCluster:
                 # The HWM may pass, by records the model does not see, every follower out of the ISR
                 # below the least log end of the members that get no records (late fetchers).
                 late_ends = [follower_leo.get(b, 0) for b in isr if b in p.late_in_sync] if p.late_in_sync else None
+                out = len(outrun)
                 if late_ends:
-                    p.outrun |= {f for f in part.replicas if f not in isr and p.logs[f].leo < min(late_ends)}
+                    outrun |= {f for f in part.replicas if f not in isr and p.logs[f].leo < min(late_ends)}
                 else:
-                    p.outrun |= set(part.replicas).difference(isr)
+                    # ``outrun`` | (replicas - ISR): ``outrun`` holds no ISR member (above), no set built
+                    outrun.update(part.replicas)
+                    outrun.difference_update(isr)
+                if len(outrun) > out:
+                    changed |= _KEY_MOVED
                 new_hwm = controller.advance_hwm(lead.hwm, ends)
                 if new_hwm > lead.hwm:
                     lead.hwm = new_hwm
+                    changed |= _MOVES_ON
                     self._extend_committed(p, lead)
             elif controller.advance_hwm(lead.hwm, ends) > lead.hwm:
                 self.ctx.depart("hwm_reevaluated")  # waiting for an event where the KIP would let it move
         # ISR changes: one AlterPartition in flight at a time.
         if p.pending_alter is not None:
-            return
+            return changed
         heard, trips = p.heard, self._trips
         can_fetch = set()
         for f in part.replicas:
@@ -1707,7 +1754,7 @@ class ModelCluster:
                 and (follower_leo.get(f, 0) >= leo or f in late)  # late: isFollowerInSync, HWM only
             ]
             if not caught_up:
-                return
+                return changed
             proposed = isr + caught_up
         if leader not in proposed:
             proposed = [leader, *proposed]
@@ -1716,13 +1763,13 @@ class ModelCluster:
             leader=leader,
             leader_epoch=part.leader_epoch,
             partition_epoch=part.partition_epoch,
-            new_isr=tuple(
-                (b, epochs.get(b, brokers[b].epoch)) for b in proposed
-            ),
+            new_isr=tuple([(b, epochs.get(b, brokers[b].epoch)) for b in proposed]),
         )
-        if req == p.rejected_alter and self._brokers_view() == p.rejected_view:
-            return  # the same request was refused; wait until something changes
-        p.pending_alter = req
+        rejected = p.rejected_alter
+        if rejected is not None and req == rejected and self._brokers_view() == p.rejected_view:
+            return changed  # the same request was refused; wait until something changes
+        p.pending_alter = req  # none was pending (above)
+        return changed | _MOVES_ON
 
     def _brokers_view(self) -> tuple[frozenset[int], tuple[int, ...]]:
         """What the controller checks an AlterPartition's members against: who is fenced, and
@@ -1742,6 +1789,13 @@ _QUORUM: tuple[Node, Node, None] = (CONTROLLER, CONTROLLER, None)
 
 #: the canonical choice of ``_choose_late_in_sync``: no slow follower counted in sync
 _NONE_LATE: frozenset[int] = frozenset()
+
+#: an empty set in a partition's key (``_partition_key``), shared
+_NOBODY: frozenset[int] = frozenset()
+
+#: the rounds' change flags (``_settle``): the partition's fingerprint moved (``_partition_key``), and
+#: the partition runs the next round (what the flag is set for moves the fingerprint, or may)
+_KEY_MOVED, _MOVES_ON = 1, 2
 
 #: up to this many slow followers that may be back, every subset of them is a choice; past it, none,
 #: each alone, or all (``late_in_sync_options``)

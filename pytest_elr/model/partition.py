@@ -102,9 +102,9 @@ class ModelPartition:
     _view_epoch: int = -1
     _seen: PartitionView = field(init=False)  # the partition as ``changes`` last saw it
     _admitted_since_seen: set[int] = field(default_factory=set)
-    #: what ``ModelCluster._settle`` last saw of this partition: its fingerprint and what else its
-    #: rounds read of it (``ModelCluster._partition_key``); None before the first settle
-    _key: tuple[tuple[object, ...], frozenset[int], tuple[object, ...]] | None = \
+    #: what ``ModelCluster._settle`` last saw of this partition: its fingerprint
+    #: (``ModelCluster._partition_key``); None before the first settle
+    _key: tuple[object, ...] | None = \
         field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
