@@ -143,13 +143,22 @@ def test_the_controller_rules_are_hidden_from_a_one_controller_search() -> None:
     one = machine_for(SearchConfig(profile=get_profile("kip966")))
     three = machine_for(SearchConfig(profile=get_profile("kip966"), controllers=QUORUM,
                                      kinds=(*KINDS, *CONTROLLER_KINDS)))
-    for name in ("stop_controller", "restart_controller", "isolate_controller", "cut_controller_link"):
+    for name in ("stop_controller", "restart_controller", "isolate_controller", "cut_controller_link",
+                 "fault_voter_link"):
         assert getattr(one, name) is None and getattr(three, name) is not None
     machine = three()
     machine.cut_controller_link(b=1, victim="active", both_ways=False)
     machine.cut_controller_link(b=2, victim=2, both_ways=True)
     assert [a.links for a in machine.actions] == [((1, "controller:active"),),
                                                   ((2, "controller:2"), ("controller:2", 2))], machine.actions
+    # between two voters: 1 and 2 slowed both ways leaves leader 0 its majority (drawn), so does 0 -> 1
+    # cut (0 keeps 2); 0 -> 2 cut then leaves 0 a round trip with no one (refused by the model: not drawn)
+    machine.fault_voter_link(a=1, step=1, slow=True, both_ways=True)
+    machine.fault_voter_link(a=0, step=1, slow=False, both_ways=False)
+    machine.fault_voter_link(a=0, step=2, slow=False, both_ways=False)
+    assert [(a.kind, a.links) for a in machine.actions[2:]] == [
+        ("slow", (("controller:1", "controller:2"), ("controller:2", "controller:1"))),
+        ("cut", (("controller:0", "controller:1"),))], machine.actions
     with pytest.raises(ValueError, match="need a cluster of 3 controllers"):
         search("kip966", max_examples=1, kinds=("controller", "isolate"))
 

@@ -468,6 +468,17 @@ class ProtocolMachine(RuleBasedStateMachine):
         end = one_controller(victim)
         self._do(Cut(links=((b, end), (end, b)) if both_ways else ((b, end),)))
 
+    @_enabled("controller")
+    @rule(a=st.integers(0, QUORUM - 1), step=st.integers(1, QUORUM - 1), slow=st.booleans(),
+          both_ways=st.booleans())
+    def fault_voter_link(self, a: int, step: int, slow: bool, both_ways: bool) -> None:
+        """The link from controller a to another (by number: which one leads is timing on Kafka) cut
+        or slowed, one way or both; the model holds a slowed one as a cut to the quorum's timers and
+        refuses a leader left without a majority's round trips (a no-op here)."""
+        src, dst = one_controller(a), one_controller((a + step) % QUORUM)
+        links = ((src, dst), (dst, src)) if both_ways else ((src, dst),)
+        self._do(Slow(links=links) if slow else Cut(links=links))
+
     # --- a topic of several partitions (``partitions`` > 1 only) ----------------------------------
 
     @_enabled("partition_leader")
