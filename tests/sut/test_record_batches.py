@@ -71,12 +71,9 @@ class _Controller:
     def __init__(self, log: bytes) -> None:
         self.log = log
 
-    def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
-        return 0, "00000000000000000000.log\n00000000000000000000.index\n"
-
-    def read_file(self, path: str) -> bytes:
-        assert path.endswith("__cluster_metadata-0/00000000000000000000.log")
-        return self.log
+    def read_tails(self, directory: str, suffix: str, starts: dict[str, int], staging: str) -> dict[str, bytes]:
+        assert directory.endswith("__cluster_metadata-0") and suffix == ".log"
+        return {"00000000000000000000.log": self.log[starts.get("00000000000000000000.log", 0):]}
 
 
 def test_metadata_log_replays_leader_recovery_state() -> None:
@@ -176,12 +173,12 @@ def test_a_batch_of_registration_reads_copies_each_controller_s_log_once() -> No
     class Counted(_Controller):
         reads = 0
 
-        def read_file(self, path: str) -> bytes:
+        def read_tails(self, directory: str, suffix: str, starts: dict[str, int], staging: str) -> dict[str, bytes]:
             self.reads += 1
-            return super().read_file(path)
+            return super().read_tails(directory, suffix, starts, staging)
 
     class Broken(_Controller):
-        def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
+        def read_tails(self, directory: str, suffix: str, starts: dict[str, int], staging: str) -> dict[str, bytes]:
             raise SutError("container gone")
 
     nodes = {0: Counted(batch(0, records)), 1: Counted(batch(0, records)), 2: Broken(b"")}
