@@ -673,3 +673,25 @@ def test_rejections_are_counted_on_every_partition_of_the_topic_and_no_other_top
     lines = [line.format(tp="elr-t-0"), line.format(tp="elr-t-3"), epoch.format(tp="elr-t-12"),
              line.format(tp="elr-t-x-0"), "Rejecting nothing for elr-t-1 because"]
     assert count_rejections(lines, "elr-t") == {"INELIGIBLE_REPLICA": 2, "INVALID_UPDATE_VERSION": 1}
+
+
+def test_the_controllers_logs_are_read_at_once_for_the_rejections() -> None:
+    """After every step the controllers' logs are read for rejections: all three Docker execs under way
+    together (each waits here for the others: read one after another, the first would wait alone and
+    fail), and every controller's lines counted."""
+    import threading
+
+    from pytest_elr.backends.kafka import KafkaBackend
+
+    line = ("[2026-11-27 07:40:00,000] INFO [QuorumController id={c}] Rejecting AlterPartition request from "
+            "node 1 for elr-t-0 because it specified ineligible replicas [2] in the new ISR [...]")
+    together = threading.Barrier(3, timeout=10)
+
+    class Cluster:
+        def logs(self, node_id: int, lines: int = 40) -> str:
+            together.wait()
+            return line.format(c=node_id) if node_id != 1001 else "nothing"
+
+    backend = KafkaBackend.__new__(KafkaBackend)  # the read needs only the cluster, its controllers, the topic
+    backend.cluster, backend._controllers, backend.topic = Cluster(), [1000, 1001, 1002], "elr-t"
+    assert backend._rejection_count() == {"INELIGIBLE_REPLICA": 2, "INVALID_UPDATE_VERSION": 0}

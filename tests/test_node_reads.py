@@ -87,3 +87,46 @@ def test_a_read_that_fails_or_comes_back_damaged_is_a_node_command_error(contain
         node_with(container).read_file("/f")
     assert "controller-1" in str(raised.value)
     assert container.execs[-1][:2] == ["rm", "-rf"]  # the copy goes whatever happened
+
+
+def test_tails_are_copied_from_where_each_file_was_read_to_in_two_docker_calls() -> None:
+    """``read_tails`` (the metadata log's refresh): one exec lists and copies from each file's offset on,
+    one archive read; the staging directory is emptied by the next read, not by a third call."""
+    container = FakeContainer(Answer(0, b""), tar_of({"00000000000000000000.log": b"new"}))
+    node = node_with(container)
+    got = node.read_tails("/d", ".log", {"00000000000000000000.log": 7}, "/run/kafka/metadata-read-x")
+    assert got == {"00000000000000000000.log": b"new"}
+    (copy,) = container.execs
+    assert copy[:2] == ["sh", "-c"] and copy[3:] == ["/run/kafka/metadata-read-x", "/d", ".log",
+                                                     "00000000000000000000.log:7"]
+    assert copy[2].startswith('rm -rf "$0"')
+
+
+def test_the_tail_script_copies_each_file_from_its_offset(tmp_path: Any) -> None:
+    """The script itself, run by this machine's ``sh``: a file read to byte 4 gives the rest, a file
+    not read yet whole, a file of another suffix nothing; a second read empties the staging first."""
+    import subprocess
+
+    src = tmp_path / "d"
+    src.mkdir()
+    (src / "0.log").write_bytes(b"abcdefghij")
+    (src / "5.log").write_bytes(b"XYZ")
+    (src / "0.index").write_bytes(b"no")
+    staging = tmp_path / "s"
+    calls: list[list[str]] = []
+
+    class Local(FakeContainer):
+        def exec_run(self, cmd: list[str], **kwargs: Any) -> Answer:
+            calls.append(cmd)
+            done = subprocess.run(cmd, capture_output=True, check=False)
+            return Answer(done.returncode, done.stdout + done.stderr)
+
+        def get_archive(self, path: str) -> tuple[list[bytes], dict[str, Any]]:
+            files = {p.name: p.read_bytes() for p in staging.iterdir()}
+            return [tar_of(files)], {}
+
+    node = node_with(Local(Answer(0, b""), b""))
+    assert node.read_tails(str(src), ".log", {"0.log": 4}, str(staging)) == {"0.log": b"efghij", "5.log": b"XYZ"}
+    (src / "5.log").unlink()
+    assert node.read_tails(str(src), ".log", {"0.log": 10}, str(staging)) == {"0.log": b""}
+    assert len(calls) == 2

@@ -25,6 +25,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import lru_cache, singledispatchmethod
 from typing import Any, ClassVar, cast
@@ -931,9 +932,12 @@ class KafkaBackend(Backend):
         return new
 
     def _rejection_count(self) -> dict[str, int]:
-        """AlterPartition rejections of this scenario's partitions the controllers have logged."""
-        lines = (line for c in self._controllers for line in self.cluster.logs(c, lines=3000).splitlines())
-        return count_rejections(lines, self.topic)
+        """AlterPartition rejections of this scenario's partitions the controllers have logged. Read
+        after every step's actions, the controllers' logs at once, a thread each: each read is a
+        Docker exec (up to 14 s on a loaded machine; one after another, 10-38 s of a 3-controller run)."""
+        with ThreadPoolExecutor(max_workers=max(1, len(self._controllers))) as pool:
+            logs = list(pool.map(lambda c: self.cluster.logs(c, lines=3000), self._controllers))
+        return count_rejections((line for log in logs for line in log.splitlines()), self.topic)
 
     def drain(self) -> Read:
         return self.drain_partitions()[0]

@@ -36,8 +36,9 @@ class Faults:
         self.network.heal_all()
         for node in sorted(self.process.exiting):  # a JVM sent SIGTERM must be gone before its start
             self.process.await_exit(node)
+        states = self.cluster.node_states()  # every node's at once: one Docker exec each
         for node in self.cluster.topology_ids():
-            state = self.cluster.node_state(node)
+            state = states[node]
             if state == "paused":
                 self.process.resume(node)
             elif state == "stopped":

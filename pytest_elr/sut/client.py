@@ -13,6 +13,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -198,14 +199,24 @@ class ClusterClient:
         """Replay what each controller's metadata log appended since the last read, once for a
         batch of ``registration(state, refreshed=...)`` reads (each log read is a copy out of the
         controller's container: read once per partition, fifty partitions took 34 s an observation
-        on Kafka 4.4.0, 2026-11-27). Returns the controllers whose log could not be read, with why."""
-        failed: dict[int, str] = {}
-        for controller in self.cluster.controller_ids:
+        on Kafka 4.4.0, 2026-11-27). The controllers' logs are read at once, each in a thread of its
+        own: each read waits on Docker (two calls, up to 3.5 s each on a loaded machine), and each
+        controller's reader is its own. Returns the controllers whose log could not be read, with why."""
+        logs = {controller: self.cluster.metadata_log(controller) for controller in self.cluster.controller_ids}
+
+        def unreadable(controller: int) -> str | None:
             try:
-                self.cluster.metadata_log(controller).refresh()
+                logs[controller].refresh()
             except (SutError, docker.errors.DockerException) as exc:
-                failed[controller] = f"controller {controller}'s log unreadable ({exc})"
-        return failed
+                return f"controller {controller}'s log unreadable ({exc})"
+            return None
+
+        if len(logs) == 1:
+            why = {c: unreadable(c) for c in logs}
+        else:
+            with ThreadPoolExecutor(max_workers=len(logs)) as pool:
+                why = dict(zip(logs, pool.map(unreadable, logs), strict=True))
+        return {c: w for c, w in why.items() if w is not None}
 
     def registration(self, state: PartitionState, refreshed: dict[int, str] | None = None) -> Registration | None:
         """The controller's record of the partition as ``state`` shows it, with what no client API

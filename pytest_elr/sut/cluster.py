@@ -201,7 +201,7 @@ class KafkaCluster:
         want = set(self.broker_ids)
 
         def not_ready() -> str | None:  # what is missing; None: ready
-            dead = [n for n in self._nodes.values() if n.state() == "stopped"]
+            dead = [self._nodes[i] for i, state in self.node_states().items() if state == "stopped"]
             if dead:
                 raise ClusterStartError(
                     f"JVM exited during startup on {', '.join(n.name for n in dead)}",
@@ -299,6 +299,13 @@ class KafkaCluster:
     def node_state(self, node: int) -> str:
         """``running`` | ``paused`` | ``stopped`` (of the JVM, not the container)."""
         return self.node(node).state()
+
+    def node_states(self) -> dict[int, str]:
+        """Every node's ``node_state`` by node id, asked at once: each is a Docker exec (up to 3.5 s
+        on a loaded machine, 2026-11-27), and a cluster of 3 controllers has 7 nodes or more."""
+        ids = self.topology_ids()
+        with ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:
+            return dict(zip(ids, pool.map(self.node_state, ids), strict=True))
 
     def disk_stats(self, node: int) -> dict[str, Any]:
         """The broker's FUSE layer ``stats``: unsynced bytes per file and in total."""

@@ -14,13 +14,14 @@ it empties ELR and LastKnownElr of the topic's partitions (Kafka 4.3.1, dumped w
 ``DumpLogSegments --cluster-metadata-decoder``: ``{"type":"CLEAR_ELR_RECORD","data":
 {"topicName":"same-a66592"}}`` right after the topic's ``min.insync.replicas`` config record).
 
-The file is copied through Docker's archive API (binary-safe), or base64 through an exec when the
-data dir is behind the FUSE layer (``KafkaNode.read_file``),
-and only what was appended since the last refresh is parsed.
+Only what each segment file gained since the last refresh is copied out (inside the container,
+through the FUSE layer when there is one) and read through Docker's archive API, binary-safe
+(``KafkaNode.read_tails``), then parsed.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,8 @@ class MetadataLog:
 
     def __init__(self, node: KafkaNode) -> None:
         self.node = node
-        self._read_to: dict[str, int] = {}  # segment file -> bytes replayed
+        self._read_to: dict[str, int] = {}  # segment file's name -> bytes replayed
+        self._staging = f"/run/kafka/metadata-read-{secrets.token_hex(4)}"  # this reader's copies
         self._topics: dict[bytes, str] = {}  # topic id -> name
         self._states: dict[tuple[str, int], list[Registration]] = {}
 
@@ -76,20 +78,18 @@ class MetadataLog:
     def refresh(self) -> None:
         """Replay what was appended since the last refresh (batches are replayed whole or not at all:
         one still being written is read again next time)."""
-        _, listing = self.node.exec("sh", "-c", f"ls {METADATA_DIR} 2>/dev/null", check=False)
-        for name in sorted(n for n in listing.split() if n.endswith(".log")):
-            path = f"{METADATA_DIR}/{name}"
-            start = self._read_to.get(path, 0)
-            data = self.node.read_file(path)
-            for batch in batches(data, start):
+        tails = self.node.read_tails(METADATA_DIR, ".log", self._read_to, self._staging)
+        for name, data in sorted(tails.items()):  # segments by base offset: their names are its digits
+            start = self._read_to.get(name, 0)
+            for batch in batches(data):
                 if not batch.control:
                     try:
                         values = list(record_values(batch))
                     except ValueError as exc:  # a compressed batch: this reader cannot replay the log
-                        raise KafkaProtocolError(f"metadata log {path}: {exc}") from None
+                        raise KafkaProtocolError(f"metadata log {METADATA_DIR}/{name}: {exc}") from None
                     for value in values:
                         self._replay(value)
-                self._read_to[path] = batch.end
+                self._read_to[name] = start + batch.end
 
     def _replay(self, value: bytes) -> None:
         r = Reader(value)

@@ -23,7 +23,7 @@ import secrets
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import docker.errors
@@ -250,6 +250,24 @@ class KafkaNode:
         script = 'mkdir -p "$0" && for f in "$1"/*.log; do [ -f "$f" ] && cp "$f" "$0"/; done; true'
         files = self._copied_out(f"the segments of {directory}", script, directory)
         return sorted((int(name.split(".")[0]), data) for name, data in files.items() if name.endswith(".log"))
+
+    def read_tails(self, directory: str, suffix: str, starts: Mapping[str, int], staging: str) -> dict[str, bytes]:
+        """What each file of ``directory`` named ``*suffix`` holds from byte ``starts[name]`` on (0
+        for a file not named there): name -> those bytes, copied inside the container (through the
+        FUSE layer) and read through Docker's archive API as ``read_file`` does, in two calls to
+        Docker instead of four (a listing, the copy, the archive, the removal): each Docker call
+        took up to 3.5 s on a loaded machine (2026-11-27). ``staging``: a directory of the caller's
+        own, emptied at the next read (the container's root filesystem; gone with the container)."""
+        script = ('rm -rf "$0" && mkdir -p "$0" && d="$1" && x="$2" && shift 2 && '
+                  'for f in "$d"/*"$x"; do [ -f "$f" ] || continue; n="${f##*/}"; o=0; '
+                  'for a in "$@"; do [ "${a%:*}" = "$n" ] && o="${a##*:}"; done; '
+                  'tail -c +"$((o + 1))" "$f" > "$0/$n" || exit 1; done; true')
+        what = f"the {suffix} files of {directory}"
+        code, out = self.exec("sh", "-c", script, staging, directory, suffix,
+                              *(f"{name}:{start}" for name, start in sorted(starts.items())), check=False)
+        if code != 0:
+            raise NodeCommandError(f"{self.name}: cannot read {what}: exit {code}: {out.strip()[-500:]}")
+        return self._archive_files(what, staging)
 
     def read_file(self, path: str) -> bytes:
         """A file of the container, binary (through the FUSE layer when it is under one)."""

@@ -71,12 +71,9 @@ class _Controller:
     def __init__(self, log: bytes) -> None:
         self.log = log
 
-    def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
-        return 0, "00000000000000000000.log\n00000000000000000000.index\n"
-
-    def read_file(self, path: str) -> bytes:
-        assert path.endswith("__cluster_metadata-0/00000000000000000000.log")
-        return self.log
+    def read_tails(self, directory: str, suffix: str, starts: dict[str, int], staging: str) -> dict[str, bytes]:
+        assert directory.endswith("__cluster_metadata-0") and suffix == ".log"
+        return {"00000000000000000000.log": self.log[starts.get("00000000000000000000.log", 0):]}
 
 
 def test_metadata_log_replays_leader_recovery_state() -> None:
@@ -176,12 +173,12 @@ def test_a_batch_of_registration_reads_copies_each_controller_s_log_once() -> No
     class Counted(_Controller):
         reads = 0
 
-        def read_file(self, path: str) -> bytes:
+        def read_tails(self, directory: str, suffix: str, starts: dict[str, int], staging: str) -> dict[str, bytes]:
             self.reads += 1
-            return super().read_file(path)
+            return super().read_tails(directory, suffix, starts, staging)
 
     class Broken(_Controller):
-        def exec(self, *cmd: str, check: bool = True) -> tuple[int, str]:
+        def read_tails(self, directory: str, suffix: str, starts: dict[str, int], staging: str) -> dict[str, bytes]:
             raise SutError("container gone")
 
     nodes = {0: Counted(batch(0, records)), 1: Counted(batch(0, records)), 2: Broken(b"")}
@@ -197,3 +194,22 @@ def test_a_batch_of_registration_reads_copies_each_controller_s_log_once() -> No
     assert [nodes[0].reads, nodes[1].reads] == [1, 1]  # type: ignore[attr-defined]
     assert client.registration(PartitionState("t", 0, 1, 1, (0, 1), (1,), (), (), ()), refreshed) is None
     assert "controller 2's log unreadable (container gone)" in client.registration_miss
+
+
+def test_the_controllers_logs_are_refreshed_at_once() -> None:
+    """``refresh_metadata_logs``: every controller's read under way together (each fake read waits for
+    the others: read one after another, the first would wait alone and fail)."""
+    import threading
+
+    from pytest_elr.sut.client import ClusterClient
+
+    together = threading.Barrier(3, timeout=10)
+
+    class Waiting(_Controller):
+        def read_tails(self, directory: str, suffix: str, starts: dict[str, int], staging: str) -> dict[str, bytes]:
+            together.wait()
+            return super().read_tails(directory, suffix, starts, staging)
+
+    logs = {c: MetadataLog(Waiting(b"")) for c in (0, 1, 2)}  # type: ignore[arg-type]
+    cluster = type("C", (), {"controller_ids": [0, 1, 2], "metadata_log": lambda self, c: logs[c]})()
+    assert ClusterClient(cluster).refresh_metadata_logs() == {}  # type: ignore[arg-type]

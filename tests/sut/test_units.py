@@ -448,6 +448,17 @@ def test_healing_waits_for_a_jvm_still_exiting_before_it_starts_it(monkeypatch: 
     assert faults.process.exiting == set()
 
 
+def test_every_node_s_state_is_asked_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``node_states`` (the heal at a run's end, each poll of ``wait_ready``): one Docker exec a node,
+    all under way together, not one after another (each took up to 3.5 s on a loaded machine). Each
+    fake exec waits for all the others: asked one at a time, the first would wait alone and fail."""
+    c = KafkaCluster(brokers=[0, 1, 2, 900], controllers=[1000, 1001, 1002])
+    together = threading.Barrier(7, timeout=10)
+    monkeypatch.setattr(c, "node_state", lambda node_id: (together.wait(), "paused" if node_id == 1 else "running")[1])
+    assert c.node_states() == {0: "running", 1: "paused", 2: "running", 900: "running",
+                               1000: "running", 1001: "running", 1002: "running"}
+
+
 def _state(pid: int) -> str:
     return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
 
