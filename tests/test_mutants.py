@@ -151,6 +151,8 @@ def test_a_rule_of_a_broker_event_across_partitions_is_killed_by_the_search_on_t
     rules = MUTANTS["fencing-changes-first-partition-only"]
     assert search("kip966", max_examples=EXAMPLES, rules=rules, shrink=False) is None
     result = check_mutant("fencing-changes-first-partition-only", rules, [], examples=EXAMPLES)
-    assert result.check == "invariant isr_unfenced", result.killed_by
+    # the fenced broker left in another partition's ISR, or as its leader: which one the search meets
+    # first depends on what it draws (stop 44's partition-named requests changed it from the first)
+    assert result.check in ("invariant isr_unfenced", "invariant leader_unfenced"), result.killed_by
     assert (result.killed_by or "").startswith("property search [kip966, 3 partitions]: "), result.killed_by
     assert "partition=0" not in (result.killed_by or ""), result.killed_by
