@@ -798,6 +798,7 @@ def test_a_no_start_is_judged_by_an_unmutated_start_now(tmp_path: Path, index: k
     km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
     rows = km.results_of([tmp_path])
     assert starts == ["fast.elr.yaml", "fast.elr.yaml"]  # one start each: never a cached control
+    assert "judged 0 kills" in km.control_cost(rows, km.controls_of([tmp_path]))  # no kill was judged
     if unmutated_starts:
         assert {r["status"] for r in rows.values()} == {"no-start"}
         assert km.control_words(rows[mutants[0].id]["control"]) == "an unmutated start succeeded (20 s)"

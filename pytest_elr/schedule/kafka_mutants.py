@@ -394,7 +394,8 @@ def controls_of(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 def control_cost(results: dict[str, dict[str, Any]], controls: Sequence[dict[str, Any]]) -> str:
     """What the controls cost the kills they judged."""
-    judged = [r for r in results.values() if r.get("control")]
+    # a no-start's start control judged no kill
+    judged = [r for r in results.values() if r.get("control") and "started" not in r["control"]]
     # (Kafka's unit tests grade against their own unmutated run: ``kafka_unit_tests``' baseline)
     unjudged = sum(1 for r in results.values() if r["status"] == "killed" and not r.get("control")
                    and r.get("grader") is None)
