@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "sut"))
 from kafka_under_test import Kafka  # noqa: E402
+from quorum_watch import await_healed, print_changes  # noqa: E402
 
 from pytest_elr.sut import KafkaCluster  # noqa: E402
 from pytest_elr.sut.polling import await_value  # noqa: E402
@@ -48,24 +49,11 @@ def main(latency_ms: int, cases: tuple[str, ...] = CASES) -> None:
                 both = "<->" in link
                 src, dst = link.replace("<->", "->").split("->")
                 net.slow(names[src], names[dst], latency_ms, both_ways=both)
-            last = None
-            while time.monotonic() - t0 < 20:
-                try:
-                    p = kafka.client.describe_partition("probe")
-                    state = (kafka.client.active_controller(), sorted(kafka.client.fenced_brokers()), p.leader,
-                             p.leader_epoch, tuple(p.isr))
-                except Exception as e:  # noqa: BLE001 -- a probe prints what it saw
-                    state = ("error", type(e).__name__, str(e)[:80])
-                if state != last:
-                    print(f"  {time.monotonic() - t0:5.1f}s active, fenced, leader, leader epoch, ISR = {state}",
-                          flush=True)
-                    last = state
-                time.sleep(0.2)
-            net.heal_all()
+            print_changes(kafka, "probe", t0)
+            kafka.faults.network.heal_all()
             for node in crashed:
                 kafka.faults.process.start(node)
-            await_value(lambda: (kafka.client.describe_partition("probe"), kafka.client.fenced_brokers()),
-                        lambda pf: len(pf[0].isr) == 3 and not pf[1], timeout_s=60, what="healed")
+            await_healed(kafka, "probe")
 
 
 if __name__ == "__main__":
