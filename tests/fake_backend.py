@@ -409,7 +409,7 @@ class AsksToDropOnlyABehindFollower(Fake):
     def settle_timeout_s(self) -> float:
         return 3.0
 
-    def nudge(self) -> None:
+    def nudge(self, partitions: Sequence[int] = (0,)) -> None:
         self.nudges += 1
         self._behind = True
 
@@ -444,3 +444,48 @@ class ShuttingDownBrokerElected(Fake):
         assert model is not None
         model.__class__ = _ControlledShutdownUnmarked
         model.ctx.is_unfenced = model._is_unfenced
+
+
+class FollowersLagOnlyWhenTicked(Fake):
+    """Kafka's leader over many partitions on a starved machine: a follower cut from its leader
+    leaves the ISR only once it is *behind* (``Replica.isCaughtUp``), so the partition shows its
+    old state until records come to it (``Backend.nudge``); and a record to a partition no fault
+    touches puts its followers behind too, which one starved for longer than
+    ``replica.lag.time.max.ms`` pays with a shrink and a take-back (its partition epoch +2; measured
+    in CI, 2026-11-27: a partition of fifty that no fault touched, nudged with all fifty)."""
+
+    settles_instantly: ClassVar[bool] = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.nudged: list[tuple[int, ...]] = []
+        self._ticked: set[int] = set()
+        self._shown: dict[int, Observation] = {}
+        self._churned: dict[int, int] = {}
+
+    def settle_timeout_s(self) -> float:
+        return 3.0
+
+    def nudge(self, partitions: Sequence[int] = (0,)) -> None:
+        self.nudged.append(tuple(partitions))
+        self._ticked |= set(partitions)
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        shown = {i: self._one(i, obs.of(i), set(obs.fenced)) for i in (0, *obs.partitions)}
+        self._ticked.clear()
+        return replace(shown[0], fenced=obs.fenced,
+                       partitions={i: o for i, o in shown.items() if i})
+
+    def _one(self, i: int, now: Observation | None, fenced: set[int]) -> Observation:
+        assert now is not None
+        before = self._shown.get(i)
+        lagging = before is not None and set(before.isr) - set(now.isr) - fenced
+        if lagging and i not in self._ticked:
+            now = before  # the cut follower is at its leader's end: still in sync
+        else:
+            if i in self._ticked and not lagging:
+                self._churned[i] = self._churned.get(i, 0) + 2  # a starved follower out and back in
+            self._shown[i] = now
+        epoch = now.partition_epoch
+        return now if epoch is None else replace(now, partition_epoch=epoch + self._churned.get(i, 0))

@@ -549,7 +549,7 @@ def test_without_the_nudge_for_a_held_drop_the_held_shrink_is_never_sent(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The planted executor: no records while the model holds the drop (the nudge's second reason
     removed). The request is never sent, and the step's ``held`` tells."""
-    monkeypatch.setattr(Executor, "_drop_needs_records", lambda self, obs: False)
+    monkeypatch.setattr(Executor, "_drop_needs_records", lambda self, obs: set())
     monkeypatch.setattr(executor, "time", Clock())  # the step's wait for the held request is counted, not timed
     result = run_scenario(load_scenario(HELD_SHRINK), AsksToDropOnlyABehindFollower(), "kafka", tmp_path)
     assert not result.passed

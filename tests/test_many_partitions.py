@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_backend import Fake
+from fake_backend import Clock, Fake, FollowersLagOnlyWhenTicked
 
 import pytest_elr
 from pytest_elr.actions import Crash, PowerOff, Produce, Restart
@@ -21,6 +21,7 @@ from pytest_elr.core.errors import ScenarioError
 from pytest_elr.core.history import History
 from pytest_elr.core.observation import LossEvidence, Observation, Read
 from pytest_elr.model import build_model
+from pytest_elr.scenario import executor
 from pytest_elr.scenario.executor import Executor, StepContext, run_scenario
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario, parse_scenario
 
@@ -695,3 +696,60 @@ def test_the_controllers_logs_are_read_at_once_for_the_rejections() -> None:
     backend = KafkaBackend.__new__(KafkaBackend)  # the read needs only the cluster, its controllers, the topic
     backend.cluster, backend._controllers, backend.topic = Cluster(), [1000, 1001, 1002], "elr-t"
     assert backend._rejection_count() == {"INELIGIBLE_REPLICA": 2, "INVALID_UPDATE_VERSION": 0}
+
+
+#: four brokers; only partition 1 has broker 0, which is cut from the brokers: its follower must lag
+#: out, and partitions 0 and 2 are touched by no fault
+ONE_PARTITION_LAGS = """
+name: one-partition-of-three-lags
+profiles: [kafka]
+cluster: {brokers: 4}
+topic: {assignment: {0: [2, 3], 1: [0, 1], 2: [3, 2]}, min_insync_replicas: 2}
+steps:
+  - at: steady
+    do: [{produce: 6}]
+  - at: cut
+    do: [{isolate: {broker: 0, from: brokers}}]
+    expect:
+      partitions: {1: {leader: 0, isr: [0], elr: [1]}, "0,2": {isr: assigned, elr: []}}
+verdict: {acked_loss: none}
+"""
+
+
+def test_records_go_only_to_the_partition_whose_follower_must_lag_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nudge is aimed: partition 1 (not partition 0, which the old check alone looked at) gets the
+    records its cut follower needs to leave the ISR, and partitions 0 and 2 none."""
+    monkeypatch.setattr(executor, "time", Clock())
+    system = FollowersLagOnlyWhenTicked()
+    result = run_scenario(parse_scenario(ONE_PARTITION_LAGS, "lags.elr.yaml"), system, "kafka", tmp_path)
+    assert result.passed, result.message
+    assert system.nudged and set().union(*system.nudged) == {1}
+
+
+def test_records_to_every_partition_churn_the_untouched_ones_and_fail_the_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: the nudge of stop 44 and before, records to every partition. A starved follower of a
+    partition no fault touches falls out and back in: the comparison catches its partition epoch."""
+    monkeypatch.setattr(executor, "time", Clock())
+    monkeypatch.setattr(Executor, "_must_fall_behind",
+                        staticmethod(lambda obs, models: {0, *obs.partitions}))
+    lags = parse_scenario(ONE_PARTITION_LAGS, "lags.elr.yaml")
+    result = run_scenario(lags, FollowersLagOnlyWhenTicked(), "kafka", tmp_path)
+    assert not result.passed
+    assert "step cut" in result.message
+    assert "partition_epoch: model unchanged, observed moved" in result.message
+
+
+def test_a_follower_that_must_lag_out_of_another_partition_than_0_gets_no_records_without_the_aim(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: the old check, which looked at partition 0's ISR alone. Partition 1's cut follower
+    never falls behind, never leaves, and the step fails on partition 1's ISR."""
+    monkeypatch.setattr(executor, "time", Clock())
+    monkeypatch.setattr(Executor, "_must_fall_behind", staticmethod(
+        lambda obs, models: {0} if any(set(obs.isr) - set(m.isr) - set(m.fenced) for m in models) else set()))
+    lags = parse_scenario(ONE_PARTITION_LAGS, "lags.elr.yaml")
+    result = run_scenario(lags, FollowersLagOnlyWhenTicked(), "kafka", tmp_path)
+    assert not result.passed
+    assert "step cut" in result.message
+    assert "partition 1" in result.message and "isr" in result.message

@@ -19,7 +19,7 @@ then compared with nothing, and a scenario that expects it is refused (never a v
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pytest_elr.actions import Action
@@ -124,9 +124,9 @@ class Backend(ABC):
         (``Executor._poll``). A backend that cannot say waits its whole settle timeout."""
         return self.settle_timeout_s()
 
-    def nudge(self) -> None:
-        """Make a lagging follower visibly lag (Kafka shrinks the ISR only of a follower *behind*).
-        In-process backends have nothing to do."""
+    def nudge(self, partitions: Sequence[int] = (0,)) -> None:
+        """Make a lagging follower of each of ``partitions`` visibly lag (Kafka shrinks the ISR only
+        of a follower *behind*). In-process backends have nothing to do."""
         return None
 
     def read_partitions(self, starts: Mapping[int, int]) -> dict[int, Read]:

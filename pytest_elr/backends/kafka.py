@@ -24,7 +24,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import lru_cache, singledispatchmethod
@@ -803,10 +803,13 @@ class KafkaBackend(Backend):
         outcome.pending = pending
         return outcome
 
-    def nudge(self) -> None:
-        """One acks=1 record: Kafka shrinks the ISR only when a follower is *behind* the leader."""
-        self._produce(1, "1", tick=True)
-        for i in range(1, self._partitions):  # every partition's followers may have to fall behind
+    def nudge(self, partitions: Sequence[int] = (0,)) -> None:
+        """One acks=1 record to each of ``partitions``: Kafka shrinks the ISR only when a follower is
+        *behind* the leader."""
+        for i in partitions:
+            if i == 0:
+                self._produce(1, "1", tick=True)  # partition 0's in the history, as ever
+                continue
             with contextlib.suppress(KafkaProtocolError):
                 self.client.produce(self.topic, [b"tick"], i, acks=1, timeout_ms=2000)
 
