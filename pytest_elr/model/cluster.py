@@ -385,6 +385,8 @@ class ModelCluster:
         ``_reachable``), so a slow link to another controller holds nothing. Mutation switch
         ``Rules.alter_partition_to_active_controller``: off, a slow link to any controller holds it."""
         slow = self.slow
+        if not slow:
+            return False
         if (broker, CONTROLLER) in slow:
             return True
         if self.active_controller is not None and (broker, one_controller(self.active_controller)) in slow:
