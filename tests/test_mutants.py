@@ -74,6 +74,21 @@ KILLED_BY = {
         "expectation leader", "scenario leader-of-partition-crashes [kafka]: step leadership-moves"),
     "broker-reaches-quorum-through-any-controller": (
         "expectation isr", "scenario broker-cut-from-active-controller [kip966]: step cut"),
+    "slowed-voter-link-in-time": (  # the two voters left, slowed from each other, elect one of them
+        "expectation active_controller", "scenario controller-slowed-from-the-quorum [kafka]: step active-crashes"),
+    "quorum-leader-without-a-majority": (  # the one voter left leads
+        "expectation active_controller",
+        "scenario controller-quorum-lost-freezes-metadata [kafka]: step majority-lost"),
+    "isolated-controller-stays-in-the-quorum": (  # the isolated active controller keeps leading, the brokers fenced
+        "expectation isr", "scenario kip966-active-controller-isolated [kafka]: step T2"),
+    "metadata-changes-without-a-quorum-leader": (  # the crashed follower leaves the ISR with no controller
+        "expectation isr", "scenario controller-quorum-lost-freezes-metadata [kafka]: step follower-crashes"),
+    "controller-cut-from-brokers-fences-nobody": (  # the brokers still heartbeat: the partition keeps a leader
+        "expectation leader", "scenario kip966-active-controller-isolated [kafka]: step T1"),
+    "alter-partition-held-on-any-controller-link": (  # the link to the crashed one, still slow, holds the shrink
+        "expectation isr", "scenario slow-to-the-active-controller-holds-a-shrink [kip966]: step failover"),
+    "voter-leads-without-round-trips": (  # a voter slowed from the other one left is elected
+        "expectation active_controller", "scenario controller-slowed-from-the-quorum [kafka]: step active-crashes"),
 }
 
 EXAMPLES = 100

@@ -382,11 +382,17 @@ class ModelCluster:
         """``broker``'s AlterPartition is held on its slow link: to ``controller``, or to the one
         controller that is active now -- the broker sends it to the active controller alone
         (AlterPartitionManager through the controller channel, as its heartbeats:
-        ``_reachable``), so a slow link to another controller holds nothing."""
+        ``_reachable``), so a slow link to another controller holds nothing. Mutation switch
+        ``Rules.alter_partition_to_active_controller``: off, a slow link to any controller holds it."""
         slow = self.slow
+        if not slow:
+            return False
         if (broker, CONTROLLER) in slow:
             return True
-        return self.active_controller is not None and (broker, one_controller(self.active_controller)) in slow
+        if self.active_controller is not None and (broker, one_controller(self.active_controller)) in slow:
+            return True
+        return not self.profile.rules.alter_partition_to_active_controller \
+            and any((broker, one_controller(c)) in slow for c in range(self.controllers))
 
     def has_quorum(self) -> bool:
         """A majority of the voters runs. KIP-595 (KRaft, the Raft of the metadata log): a
@@ -394,16 +400,23 @@ class ModelCluster:
         record is committed once a majority has it; so without a majority no metadata record is
         written. Measured on Kafka 4.4.0 with 3 controllers (tests/sut/test_controller_faults.py):
         one crashed, another is active within seconds. With links between controllers cut, the
-        quorum has a leader (``_elect_controller_over_cut_links``)."""
+        quorum has a leader (``_elect_controller_over_cut_links``). Mutation switch
+        ``Rules.quorum_needs_a_majority``: off, one running voter in touch is enough."""
         if self._controller_links_cut():
             return self.active_controller is not None
-        return 2 * len(self._voters_in_touch()) > self.controllers
+        in_touch = self._voters_in_touch()
+        return 2 * len(in_touch) > self.controllers or (not self.profile.rules.quorum_needs_a_majority
+                                                          and bool(in_touch))
 
     def _voters_in_touch(self) -> set[int]:
         """The running controllers that can reach each other: an isolated one (``isolate_controller``
         from the controllers) is a group of one, the rest one group -- KIP-595's majority must be
-        among them."""
-        return set(range(self.controllers)) - self.controllers_down - self.controllers_cut_from_controllers
+        among them. Mutation switch ``Rules.isolated_voter_leaves_the_quorum``: off, one cut off stays
+        in touch."""
+        cut_off = self.controllers_cut_from_controllers
+        if cut_off and not self.profile.rules.isolated_voter_leaves_the_quorum:
+            cut_off = set()
+        return set(range(self.controllers)) - self.controllers_down - cut_off
 
     def _voter_link(self, a: int, b: int) -> bool:
         """Controller ``a``'s data reaches controller ``b`` in time: neither is cut from the other
@@ -411,19 +424,27 @@ class ModelCluster:
         slowed one delivers 5 s late, past ``controller.quorum.fetch.timeout.ms`` (2 s) and the
         leader's check-quorum (1.5 x that): to the quorum's timers it is a cut (measured on Kafka
         4.4.0, docs/probes/slow_between_controllers.py: a leader that keeps a round trip with a
-        majority stays, one that keeps none loses its leadership 4.9-7.0 s later, as over cuts)."""
+        majority stays, one that keeps none loses its leadership 4.9-7.0 s later, as over cuts).
+        Mutation switch ``Rules.slowed_voter_link_is_cut``: off, a slowed link is in time."""
         isolated = self.controllers_cut_from_controllers
         link = (one_controller(a), one_controller(b))
-        return a not in isolated and b not in isolated and link not in self.cut and link not in self.slow
+        return a not in isolated and b not in isolated and link not in self.cut \
+            and (link not in self.slow or not self.profile.rules.slowed_voter_link_is_cut)
 
     def _hearing(self, leader: int) -> set[int]:
         """The running voters that fetch from ``leader`` and hear its answers (a round trip), itself
-        included: the voters it keeps as long as they are a majority."""
+        included: the voters it keeps as long as they are a majority. Mutation switch
+        ``Rules.leading_needs_round_trips``: off, every running voter hears it."""
         live = set(range(self.controllers)) - self.controllers_down
+        if not self.profile.rules.leading_needs_round_trips:
+            return live
         return {v for v in live if v == leader or (self._voter_link(v, leader) and self._voter_link(leader, v))}
 
     def _controller_links_cut(self) -> bool:
-        """Some link between two controllers is cut or slowed (``_voter_link``)."""
+        """Some link between two controllers is cut or slowed (``_voter_link``). With the mutation switch
+        ``Rules.slowed_voter_link_is_cut`` off a slowed one still leads here, where ``_voter_link``
+        holds it in time: every voter keeps its round trips, so the leader stays, or any live voter
+        may win, as over healthy links."""
         return any(controller_of(a) is not None and controller_of(b) is not None
                    for links in (self.cut, self.slow) for a, b in links)
 
@@ -495,8 +516,10 @@ class ModelCluster:
         """The brokers cannot reach an active controller: it is cut from them. Others redirect a
         broker to it (KIP-595: a voter answers with the current leader), so no broker heartbeats
         while it leads (KIP-631: a broker that cannot heartbeat to the active controller is fenced
-        once its session times out)."""
-        return self.active_controller is not None and self.active_controller in self.controllers_cut_from_brokers
+        once its session times out). Mutation switch ``Rules.controller_cut_from_brokers_fences_them``:
+        off, they reach it anyway."""
+        return self.active_controller is not None and self.active_controller in self.controllers_cut_from_brokers \
+            and self.profile.rules.controller_cut_from_brokers_fences_them
 
     def _controller_index(self, action: ControllerAction) -> int:
         target = action.controller
@@ -1457,11 +1480,13 @@ class ModelCluster:
         #: of ``work``, the partitions whose AlterPartition, assignment or leader as the brokers know
         #: it this round changed (read by ``_settle`` when no broker event came)
         self._touched: set[int] = set()
-        if not (self.has_quorum() if quorum is None else quorum):
+        if not (self.has_quorum() if quorum is None else quorum) \
+                and self.profile.rules.metadata_frozen_without_a_leader:
             # No active controller (KIP-595: a leader needs a majority's votes): no session
             # expires, no broker registers or is unfenced, no AlterPartition is answered and no
             # metadata reaches a broker until a majority runs again. The brokers keep the last
-            # metadata they fetched; the leader keeps serving with the ISR it has.
+            # metadata they fetched; the leader keeps serving with the ISR it has. (Mutation switch
+            # ``Rules.metadata_frozen_without_a_leader``: off, the round runs as with a leader.)
             return False
         if not quiet and self._broker_events(partitions):
             event = True

@@ -50,6 +50,13 @@ MUTANTS: dict[str, Rules] = {
     "failover-forgets-elr": Rules(failover_replays_elr=False),
     "fencing-changes-first-partition-only": Rules(broker_event_changes_every_partition=False),
     "broker-reaches-quorum-through-any-controller": Rules(broker_link_is_to_active_controller=False),
+    "slowed-voter-link-in-time": Rules(slowed_voter_link_is_cut=False),
+    "quorum-leader-without-a-majority": Rules(quorum_needs_a_majority=False),
+    "isolated-controller-stays-in-the-quorum": Rules(isolated_voter_leaves_the_quorum=False),
+    "metadata-changes-without-a-quorum-leader": Rules(metadata_frozen_without_a_leader=False),
+    "controller-cut-from-brokers-fences-nobody": Rules(controller_cut_from_brokers_fences_them=False),
+    "alter-partition-held-on-any-controller-link": Rules(alter_partition_to_active_controller=False),
+    "voter-leads-without-round-trips": Rules(leading_needs_round_trips=False),
 }
 
 BROKERS = (0, 1, 2)

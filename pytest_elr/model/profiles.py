@@ -67,6 +67,13 @@ class Rules:
     failover_replays_elr: bool = True  # ModelCluster._elect_controller: a new active controller keeps the ELR
     broker_event_changes_every_partition: bool = True  # ModelCluster._fence: a fencing changes every partition
     broker_link_is_to_active_controller: bool = True  # ModelCluster._reachable: heartbeats go to the active one
+    slowed_voter_link_is_cut: bool = True  # ModelCluster._voter_link: a slowed link between voters is a cut
+    quorum_needs_a_majority: bool = True  # ModelCluster.has_quorum: a quorum leader needs a majority of the voters
+    isolated_voter_leaves_the_quorum: bool = True  # ModelCluster._voters_in_touch: one cut off is a group of one
+    metadata_frozen_without_a_leader: bool = True  # ModelCluster._controller_round: no leader, no metadata change
+    controller_cut_from_brokers_fences_them: bool = True  # ModelCluster._controller_unreachable: no heartbeat
+    alter_partition_to_active_controller: bool = True  # ModelCluster._alter_held: held on the active one's link
+    leading_needs_round_trips: bool = True  # ModelCluster._hearing: leading takes round trips with a majority
 
 
 @dataclass(frozen=True)
