@@ -117,9 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"elr mutants: {exc}", file=sys.stderr)
         return 2
     results = [check_mutant(n, r, suite, args.examples) for n, r in MUTANTS.items()]
+    width = max(len(r.name) for r in results)
     for r in results:
         where = "" if r.killed_by == r.check or (r.killed_by or "").endswith("did not fire") else f" ({r.killed_by})"
-        print(f"{r.name:<32} {f'killed by {r.check}{where}' if r.killed_by else 'SURVIVED'}")
+        print(f"{r.name:<{width}} {f'killed by {r.check}{where}' if r.killed_by else 'SURVIVED'}")
     killed = sum(r.killed_by is not None for r in results)
     print(f"killed {killed} / {len(results)}")
     return 0 if killed == len(results) else 1
