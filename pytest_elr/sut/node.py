@@ -323,7 +323,7 @@ class KafkaNode:
     def _copied_out(self, what: str, script: str, *args: str, tree: bool = False,
                     one_file: bool = False) -> dict[str, bytes]:
         """The files ``script`` copies into the directory ``$0`` (made fresh on the container's root
-        filesystem, removed after), read through Docker's archive API: name -> bytes. Docker's
+        filesystem), read through Docker's archive API: name -> bytes. Docker's
         archive API does not see the FUSE layer's mount (it reads the root filesystem), hence the
         copy made inside; and the exec streams do not carry the data (they did, base64 encoded:
         under load ``docker exec``'s output came back cut short or out of frame -- "Incorrect
