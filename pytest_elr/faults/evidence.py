@@ -126,7 +126,10 @@ class PowerOffEvidence:
         return self.leos_on_disk(node, [tp])[tp]
 
     def leos_on_disk(self, node: int, tps: list[Partition]) -> dict[Partition, int | None]:
-        """``leo_on_disk`` of each partition, their segments read from the node in one go."""
+        """``leo_on_disk`` of each partition, their segments read from the node in one go (none for
+        no partition)."""
+        if not tps:
+            return {}
         try:
             segments = self.cluster.node(node).partitions_segments(tps)
         except Exception:  # a container that does not answer: unmeasured, not zero

@@ -177,6 +177,7 @@ def test_a_power_cut_reads_the_evidence_then_kills_and_drops_in_one_command_then
     process.power_on(1)
     assert calls[0] == ("ctl", "start") and calls[-1] == ("log", "/t-0,", "/t-1,")
     assert record.leo_loaded == {("t", 0): 4, ("t", 1): 9} and record.leo_after == {("t", 0): 5, ("t", 1): 5}
+    assert process.evidence.leos_on_disk(1, []) == {} and ("segments",) not in calls  # no partition: no read
 
 
 def test_the_layer_s_stats_are_asked_while_the_broker_answers_its_leos(monkeypatch: pytest.MonkeyPatch) -> None:
