@@ -15,7 +15,6 @@ import contextlib
 import re
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -90,27 +89,14 @@ class PowerOffEvidence:
 
     def before_cut(self, node: int, topics: Iterable[str]) -> BeforeCut:
         """Unsynced bytes per file on ``node``; its LEO of every partition with unsynced data and of
-        every partition of ``topics`` it holds a replica of. The layer's stats (two Docker calls) are
-        asked in a thread while the broker answers the LEOs of the topics' partitions (up to 2.7 s of
-        ListOffsets at load 18, 2026-11-27): neither needs the other."""
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="disk-stats") as pool:
-            stats = pool.submit(self.cluster.disk_stats, node)
-            leo = self._local_leos(node, self._held(node, topics))
-            files = {str(f["path"]): int(f["unsynced_bytes"]) for f in stats.result()["files"] if f["path"]}
-        leo |= self._local_leos(node, {tp for tp in map(partition_of, files) if tp is not None} - leo.keys())
-        return BeforeCut(files, dict(sorted(leo.items())))
-
-    def _held(self, node: int, topics: Iterable[str]) -> set[Partition]:
-        """The partitions of ``topics`` ``node`` holds a replica of (a topic the cluster cannot
-        describe now: none)."""
-        held: set[Partition] = set()
+        every partition of ``topics`` it holds a replica of."""
+        stats = self.cluster.disk_stats(node)
+        files = {str(f["path"]): int(f["unsynced_bytes"]) for f in stats["files"] if f["path"]}
+        parts = {tp for tp in map(partition_of, files) if tp is not None}
         for topic in topics:
             with contextlib.suppress(KafkaProtocolError):
-                held |= {(topic, p.partition) for p in self.client.partitions(topic) if node in p.replicas}
-        return held
-
-    def _local_leos(self, node: int, tps: set[Partition]) -> dict[Partition, int | None]:
-        return {tp: self.client.local_leo(node, tp) for tp in sorted(tps)}
+                parts |= {(topic, p.partition) for p in self.client.partitions(topic) if node in p.replicas}
+        return BeforeCut(files, {tp: self.client.local_leo(node, tp) for tp in sorted(parts)})
 
     def cut(self, node: int, before: BeforeCut, seconds: float, reply: dict[str, Any]) -> PowerOffRecord:
         """The record of a cut that took ``seconds``; ``reply`` is the layer's (``dropped_bytes``).

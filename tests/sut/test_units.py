@@ -168,9 +168,8 @@ def test_a_power_cut_reads_the_evidence_then_kills_and_drops_in_one_command_then
         type("P", (), {"partition": p, "replicas": (1, 2)})() for p in (0, 1)])
     monkeypatch.setattr(client, "local_leo", lambda n, tp: calls.append(("leo", tp)) or 5)
     record = process.power_off(1, topics=["t"])
-    before, after = calls[:3], calls[3:]  # the stats and the LEOs are asked at once (below)
-    assert sorted(before, key=str) == [("ctl_json", "fs-stats"), ("leo", ("t", 0)), ("leo", ("t", 1))]
-    assert after == [("ctl_json", "power-off"), ("segments", ("t", 0), ("t", 1))]
+    assert calls == [("ctl_json", "fs-stats"), ("leo", ("t", 0)), ("leo", ("t", 1)), ("ctl_json", "power-off"),
+                     ("segments", ("t", 0), ("t", 1))]
     assert record.leo_before == {("t", 0): 5, ("t", 1): 5} and record.leo_on_disk == {("t", 0): 0, ("t", 1): 0}
     assert record.dropped_bytes == 7 and 1 in process.down
     calls.clear()
@@ -178,36 +177,6 @@ def test_a_power_cut_reads_the_evidence_then_kills_and_drops_in_one_command_then
     assert calls[0] == ("ctl", "start") and calls[-1] == ("log", "/t-0,", "/t-1,")
     assert record.leo_loaded == {("t", 0): 4, ("t", 1): 9} and record.leo_after == {("t", 0): 5, ("t", 1): 5}
     assert process.evidence.leos_on_disk(1, []) == {} and ("segments",) not in calls  # no partition: no read
-
-
-def test_the_layer_s_stats_are_asked_while_the_broker_answers_its_leos(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before a power cut, the layer's unsynced bytes (Docker) and the broker's LEOs of the topic's
-    partitions (Kafka) are asked at once: each waits at a barrier for the other, so asked one after
-    the other the first would wait alone and fail. The LEO of a partition with unsynced data outside
-    the topics is asked once the stats name it."""
-    together = threading.Barrier(2, timeout=10)
-    asked: list[tuple[str, int]] = []
-    c = KafkaCluster(brokers=[0, 1, 2], controllers=1)
-
-    def disk_stats(node: int) -> dict[str, object]:
-        together.wait()
-        return {"files": [{"path": "other-3/0.log", "unsynced_bytes": 1}, {"path": "t-0/0.log", "unsynced_bytes": 2}]}
-
-    def local_leo(node: int, tp: tuple[str, int]) -> int:
-        if not asked:
-            together.wait()
-        asked.append(tp)
-        return 7
-
-    monkeypatch.setattr(c, "disk_stats", disk_stats)
-    evidence = ProcessFaults(c).evidence
-    monkeypatch.setattr(evidence.client, "partitions", lambda topic, via=None: [
-        type("P", (), {"partition": p, "replicas": (1,)})() for p in (0, 1)])
-    monkeypatch.setattr(evidence.client, "local_leo", local_leo)
-    before = evidence.before_cut(1, ["t"])
-    assert asked == [("t", 0), ("t", 1), ("other", 3)]
-    assert before.leo == {("other", 3): 7, ("t", 0): 7, ("t", 1): 7}
-    assert before.unsynced_files == {"other-3/0.log": 1, "t-0/0.log": 2}
 
 
 def test_lazyfs_only_under_brokers_and_small_segments() -> None:
