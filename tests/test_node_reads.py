@@ -59,14 +59,20 @@ def node_with(container: FakeContainer, lazyfs: str | None = "fsyncdir") -> Kafk
     return node
 
 
-def test_a_file_under_the_fuse_layer_is_copied_out_read_whole_and_the_copy_removed() -> None:
+def test_a_file_under_the_fuse_layer_is_copied_out_read_whole_and_the_copy_removed_by_the_next_read() -> None:
+    """One exec and one archive read per file: the copy is removed in the exec of the node's next read
+    (a removal of its own was a third Docker call on the read's path)."""
     data = bytes(range(256)) * 100
     container = FakeContainer(Answer(0, b""), tar_of({"00000000000000000000.log": data}))
-    assert node_with(container).read_file("/var/lib/kafka/meta/00000000000000000000.log") == data
-    copy, remove = container.execs
+    node = node_with(container)
+    assert node.read_file("/var/lib/kafka/meta/00000000000000000000.log") == data
+    (copy,) = container.execs
     staging = copy[3]
     assert copy[:2] == ["sh", "-c"] and staging.startswith("/run/kafka/read-") and copy[4].endswith(".log")
-    assert remove == ["rm", "-rf", staging]
+    assert not copy[2].startswith("rm")
+    assert node.read_file("/var/lib/kafka/meta/00000000000000000000.log") == data
+    _, again = container.execs
+    assert again[2].startswith(f"rm -rf -- {staging}; ") and again[3] != staging
 
 
 def test_segments_are_read_by_base_offset() -> None:
@@ -130,3 +136,41 @@ def test_the_tail_script_copies_each_file_from_its_offset(tmp_path: Any) -> None
     (src / "5.log").unlink()
     assert node.read_tails(str(src), ".log", {"0.log": 10}, str(staging)) == {"0.log": b""}
     assert len(calls) == 2
+
+
+class LocalContainer(FakeContainer):
+    """Runs each exec on this machine's ``sh``; the archive is of the local directory asked for."""
+
+    def exec_run(self, cmd: list[str], **kwargs: Any) -> Answer:
+        import subprocess
+
+        self.execs.append(cmd)
+        done = subprocess.run(cmd, capture_output=True, check=False)
+        return Answer(done.returncode, done.stdout + done.stderr)
+
+    def get_archive(self, path: str) -> tuple[list[bytes], dict[str, Any]]:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(path, arcname=path.rstrip("/").rpartition("/")[2])
+        return [buf.getvalue()], {}
+
+
+def test_the_segments_of_every_partition_come_from_the_first_log_dir_holding_it_in_one_read(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``partitions_segments`` (the evidence right after a power cut): one exec copies each partition's
+    segments from the first of the node's log dirs that holds its directory (as ``partition_dir``), one
+    archive read returns them; a partition no dir holds has none, and no other file is taken."""
+    d0, d1 = tmp_path / "d0", tmp_path / "d1"
+    for directory, files in {d0 / "t-0": {"0.log": b"a", "0.index": b"i"}, d1 / "t-0": {"0.log": b"stale"},
+                             d1 / "t-1": {"5.log": b"c", "0.log": b"b"}, d0 / "u-1": {"0.log": b"u"}}.items():
+        directory.mkdir(parents=True)
+        for name, data in files.items():
+            (directory / name).write_bytes(data)
+    container = LocalContainer(Answer(0, b""), b"")
+    node = node_with(container)
+    node.spec = type("Spec", (), {"name": "broker-1", "log_dirs": (str(d0), str(d1))})()
+    monkeypatch.setattr("pytest_elr.sut.node.READS_IN_NODE", str(tmp_path))
+    got = node.partitions_segments([("t", 0), ("t", 1), ("t", 2)])
+    assert got == {("t", 0): [(0, b"a")], ("t", 1): [(0, b"b"), (5, b"c")], ("t", 2): []}
+    (copy,) = container.execs  # and one archive read; the copy is left to the next read
+    assert copy[:2] == ["sh", "-c"] and copy[4:] == ["t-0 t-1 t-2", str(d0), str(d1)]

@@ -102,30 +102,33 @@ class PowerOffEvidence:
         """The record of a cut that took ``seconds``; ``reply`` is the layer's (``dropped_bytes``).
         Reads what the partitions' segment files on the node's disk hold now."""
         record = PowerOffRecord(node, seconds, int(reply["dropped_bytes"]), before.unsynced_files, before.leo,
-                                leo_on_disk={tp: self.leo_on_disk(node, tp) for tp in before.leo})
+                                leo_on_disk=self.leos_on_disk(node, list(before.leo)))
         self.records.append(record)
         return record
 
     def leo_on_disk(self, node: int, tp: Partition) -> int | None:
         """The log end the partition's segment files on ``node``'s disk make (0: no segment; None:
         the disk could not be read). Read while the JVM is down, this is what its recovery will find."""
-        try:
-            kafka_node = self.cluster.node(node)
-            return log_end_offset(kafka_node.segment_files(kafka_node.partition_dir(*tp)))
-        except Exception:  # a container that does not answer: unmeasured, not zero
-            return None
+        return self.leos_on_disk(node, [tp])[tp]
 
-    def leo_loaded(self, node: int, tp: Partition) -> int | None:
-        """The log end ``node`` loaded for ``tp`` at its latest start, from its own log line
-        (``Completed load of Log(dir=.../topic-p, ..., logEndOffset=N)``), written before it fetches."""
-        needle = f"/{tp[0]}-{tp[1]},"  # in Log(dir=<one of its log dirs>/topic-p, ...
-        for line in reversed(self.cluster.node(node).log_since_start(needle)):
-            if "Completed load of Log(dir=" not in line:
-                continue
-            found = re.search(r"logEndOffset=(\d+)", line)
-            if found:
-                return int(found.group(1))
-        return None
+    def leos_on_disk(self, node: int, tps: list[Partition]) -> dict[Partition, int | None]:
+        """``leo_on_disk`` of each partition, their segments read from the node in one go (none for
+        no partition)."""
+        if not tps:
+            return {}
+        try:
+            segments = self.cluster.node(node).partitions_segments(tps)
+        except Exception:  # a container that does not answer: unmeasured, not zero
+            return dict.fromkeys(tps)
+        return {tp: log_end_offset(segments[tp]) for tp in tps}
+
+    def leos_loaded(self, node: int, tps: list[Partition]) -> dict[Partition, int | None]:
+        """The log end ``node`` loaded for each partition at its latest start, from its own log line
+        (``Completed load of Log(dir=.../topic-p, ..., logEndOffset=N)``), written before it fetches;
+        None: no such line. The log is read once for all of them."""
+        needles = {tp: f"/{tp[0]}-{tp[1]}," for tp in tps}  # in Log(dir=<one of its log dirs>/topic-p, ...
+        lines = self.cluster.node(node).log_since_start(*needles.values())
+        return {tp: _loaded_leo([line for line in lines if needle in line]) for tp, needle in needles.items()}
 
     def latest(self, node: int) -> PowerOffRecord | None:
         return next((r for r in reversed(self.records) if r.node == node), None)
@@ -147,5 +150,16 @@ class PowerOffEvidence:
                  timed_out=lambda missing: TimeoutError(f"no LEO of {missing} from broker {record.node}"))
         record.leo_after.update(leos)
         record.restart_seconds = time.monotonic() - started
-        record.leo_loaded.update({tp: self.leo_loaded(record.node, tp) for tp in record.leo_before})
+        record.leo_loaded.update(self.leos_loaded(record.node, list(record.leo_before)))
         return record
+
+
+def _loaded_leo(lines: list[str]) -> int | None:
+    """The log end in the latest ``Completed load of Log`` line among ``lines`` (None: none)."""
+    for line in reversed(lines):
+        if "Completed load of Log(dir=" not in line:
+            continue
+        found = re.search(r"logEndOffset=(\d+)", line)
+        if found:
+            return int(found.group(1))
+    return None

@@ -20,10 +20,11 @@ import io
 import json
 import os
 import secrets
+import shlex
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import docker.errors
@@ -57,6 +58,10 @@ from pytest_elr.sut.toxiproxy import ProxySpec, ToxiproxyClient
 RYUK_ENV = "TESTCONTAINERS_RYUK_DISABLED"
 #: the end of a reply to "what did the mutation agent plant" (``KafkaNode.planted_mutant``)
 PLANTED_END = "ELR-PLANTED-END"
+#: where a read copies a node's files before Docker's archive API reads them (``_copied_out``)
+READS_IN_NODE = "/run/kafka"
+#: log segments (``*.log``) by base offset: (base offset, bytes)
+Segments = list[tuple[int, bytes]]
 _ryuk_setting = threading.RLock()  # one scope at a time changes testcontainers' global setting
 
 
@@ -82,6 +87,13 @@ def without_ryuk() -> Iterator[None]:
 
 
 class KafkaNode:
+    #: What the node's earlier reads left in the container (reply files, staging directories): the
+    #: node's next read removes them in its own exec (``_removing_leftovers``), as a removal of their
+    #: own was one more Docker call on each read's path (up to 1.9 s at load 18, 2026-11-27). They
+    #: are on the container's root filesystem, gone with the container.
+    _leftovers: tuple[str, ...] = ()
+    _leftovers_lock = threading.Lock()  # held only to swap a node's tuple
+
     def __init__(self, spec: NodeSpec, topology: Topology, image: str, network: Network,
                  cluster_id: str, labels: dict[str, str], lazyfs: str | None = None,
                  instrumentation: Instrumentation | None = None, agents: Agents | None = None) -> None:
@@ -209,21 +221,39 @@ class KafkaNode:
         trusting the exec's stream, and read again until it is whole JSON.
         """
         path = f"/run/kafka/reply-{secrets.token_hex(4)}.json"
-        self.exec("bash", "-c", f'/opt/elr/bin/kafka-ctl "$@" > {path}', "kafka-ctl", *args)
-        seen = "no reply"
+        self.exec("bash", "-c", self._removing_leftovers(f'/opt/elr/bin/kafka-ctl "$@" > {path}'), "kafka-ctl", *args)
         try:
-            for _ in range(5):
-                out = self.exec("cat", path)[1].strip()
-                if not out:
-                    continue
-                try:
-                    reply: dict[str, Any] = json.loads(out)
-                    return reply
-                except json.JSONDecodeError as exc:
-                    seen = f"no whole JSON ({exc}; {len(out)} characters read)"
-            raise NodeCommandError(f"{self.name}: `kafka-ctl {' '.join(args)}` left {seen} in {path}")
-        finally:
+            reply = self._reply_in(path, args)
+        except BaseException:
             self.exec("rm", "-f", path, check=False)
+            raise
+        self._leave(path)
+        return reply
+
+    def _reply_in(self, path: str, args: tuple[str, ...]) -> dict[str, Any]:
+        """The whole JSON reply ``kafka-ctl`` left in ``path``, read up to five times."""
+        seen = "no reply"
+        for _ in range(5):
+            out = self.exec("cat", path)[1].strip()
+            if not out:
+                continue
+            try:
+                reply: dict[str, Any] = json.loads(out)
+                return reply
+            except json.JSONDecodeError as exc:
+                seen = f"no whole JSON ({exc}; {len(out)} characters read)"
+        raise NodeCommandError(f"{self.name}: `kafka-ctl {' '.join(args)}` left {seen} in {path}")
+
+    def _leave(self, path: str) -> None:
+        """``path``, read, is removed by the node's next read (``_leftovers``)."""
+        with self._leftovers_lock:
+            self._leftovers = (*self._leftovers, path)
+
+    def _removing_leftovers(self, script: str) -> str:
+        """The shell ``script`` preceded by the removal of what the node's earlier reads left."""
+        with self._leftovers_lock:
+            paths, self._leftovers = self._leftovers, ()
+        return f"rm -rf -- {' '.join(map(shlex.quote, paths))}; {script}" if paths else script
 
     def partition_dir(self, topic: str, partition: int) -> str:
         """The partition's directory in whichever of the node's log dirs holds it (a JBOD replica
@@ -243,13 +273,27 @@ class KafkaNode:
                           f"{topic}-{partition}", *dirs)[1]
         return [line.strip() for line in found.splitlines() if line.strip()]
 
-    def segment_files(self, directory: str) -> list[tuple[int, bytes]]:
+    def segment_files(self, directory: str) -> Segments:
         """The log segments (``*.log``) of a partition directory, by base offset, as the node's disk
         holds them now (copied inside the container: through the FUSE layer when there is one).
         A missing directory has none."""
         script = 'mkdir -p "$0" && for f in "$1"/*.log; do [ -f "$f" ] && cp "$f" "$0"/; done; true'
         files = self._copied_out(f"the segments of {directory}", script, directory)
         return sorted((int(name.split(".")[0]), data) for name, data in files.items() if name.endswith(".log"))
+
+    def partitions_segments(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Segments]:
+        """``segment_files`` of each partition's ``partition_dir``, all copied out in one exec and one
+        archive read: a read per partition was three Docker calls (one more to find its directory on
+        a JBOD node), each up to 1.9 s at load 18 (2026-11-27). Kafka topic names hold no space or
+        glob character, so the partitions travel as one word-split argument."""
+        script = ('mkdir -p "$0" && tps="$1" && shift && for tp in $tps; do for d in "$@"; do '
+                  '[ -d "$d/$tp" ] || continue; mkdir -p "$0/$tp" && '
+                  'for f in "$d/$tp"/*.log; do [ -f "$f" ] && cp "$f" "$0/$tp"/; done; break; done; done; true')
+        names = " ".join(f"{topic}-{p}" for topic, p in partitions)
+        files = self._copied_out("the segments of " + names, script, names, *self.spec.log_dirs, tree=True)
+        return {(topic, p): sorted((int(path.rpartition("/")[2].split(".")[0]), data) for path, data in files.items()
+                                   if path.startswith(f"{topic}-{p}/") and path.endswith(".log"))
+                for topic, p in partitions}
 
     def read_tails(self, directory: str, suffix: str, starts: Mapping[str, int], staging: str) -> dict[str, bytes]:
         """What each file of ``directory`` named ``*suffix`` holds from byte ``starts[name]`` on (0
@@ -273,34 +317,44 @@ class KafkaNode:
         """A file of the container, binary (through the FUSE layer when it is under one)."""
         if not self.lazyfs:
             return self._archive_file(path)
-        files = self._copied_out(path, 'mkdir -p "$0" && cp "$1" "$0"/', path)
-        if len(files) != 1:
-            raise NodeCommandError(f"{self.name}: cannot read {path}: not a regular file")
+        files = self._copied_out(path, 'mkdir -p "$0" && cp "$1" "$0"/', path, one_file=True)
         return next(iter(files.values()))
 
-    def _copied_out(self, what: str, script: str, *args: str) -> dict[str, bytes]:
+    def _copied_out(self, what: str, script: str, *args: str, tree: bool = False,
+                    one_file: bool = False) -> dict[str, bytes]:
         """The files ``script`` copies into the directory ``$0`` (made fresh on the container's root
-        filesystem, removed after), read through Docker's archive API: name -> bytes. Docker's
+        filesystem), read through Docker's archive API: name -> bytes. Docker's
         archive API does not see the FUSE layer's mount (it reads the root filesystem), hence the
         copy made inside; and the exec streams do not carry the data (they did, base64 encoded:
         under load ``docker exec``'s output came back cut short or out of frame -- "Incorrect
         padding", "73 is not a valid stream" -- 5 harness errors in 27 schedules of a 3-controller
         exploration), the archive's HTTP body and tar headers are checked. Any failure is a
-        ``NodeCommandError`` naming ``what``: a caller's "not readable right now"."""
-        staging = f"/run/kafka/read-{secrets.token_hex(4)}"
+        ``NodeCommandError`` naming ``what``: a caller's "not readable right now". ``tree``: the files
+        named by their path under ``$0`` (else by their name); ``one_file``: anything but one file is a
+        failure. The copy is removed by the node's next read, or at once when this one failed."""
+        staging = f"{READS_IN_NODE}/read-{secrets.token_hex(4)}"
         try:
-            code, out = self.exec("sh", "-c", script, staging, *args, check=False)
+            code, out = self.exec("sh", "-c", self._removing_leftovers(script), staging, *args, check=False)
             if code != 0:
                 raise NodeCommandError(f"{self.name}: cannot read {what}: exit {code}: {out.strip()[-500:]}")
-            return self._archive_files(what, staging)
-        finally:
+            files = self._archive_files(what, staging, tree)
+            if one_file and len(files) != 1:
+                raise NodeCommandError(f"{self.name}: cannot read {what}: not a regular file")
+        except BaseException:
             self.exec("rm", "-rf", staging, check=False)
+            raise
+        self._leave(staging)
+        return files
 
-    def _archive_files(self, what: str, path: str) -> dict[str, bytes]:
+    def _archive_files(self, what: str, path: str, tree: bool = False) -> dict[str, bytes]:
+        """The regular files of the archive of ``path``: by name, or (``tree``) by their path under it."""
+        def key(member: tarfile.TarInfo) -> str:
+            return member.name.partition("/")[2] if tree else os.path.basename(member.name)
+
         try:
             stream, _ = self.container.get_archive(path)
             with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-                return {os.path.basename(m.name): self._member(tar, m) for m in tar.getmembers() if m.isfile()}
+                return {key(m): self._member(tar, m) for m in tar.getmembers() if m.isfile()}
         except (docker.errors.DockerException, tarfile.TarError, OSError) as exc:
             raise NodeCommandError(f"{self.name}: cannot read {what}: {exc}") from None
 
@@ -316,10 +370,13 @@ class KafkaNode:
             raise NodeCommandError(f"{self.name}: {path} is not a regular file")
         return next(iter(files.values()))
 
-    def log_since_start(self, needle: str) -> list[str]:
-        """Lines of the JVM's log since its latest start that contain ``needle``."""
-        script = f"tac {SERVER_LOG} | sed '/^{START_MARKER}/q' | grep -F -- \"$1\" | tac"
-        return self.exec("sh", "-c", script, "log", needle, check=False)[1].splitlines()
+    def log_since_start(self, *needles: str) -> list[str]:
+        """Lines of the JVM's log since its latest start that contain any of ``needles`` (one exec)."""
+        if not needles:
+            return []
+        script = f"tac {SERVER_LOG} | sed '/^{START_MARKER}/q' | grep -F \"$@\" | tac"
+        patterns = [arg for needle in needles for arg in ("-e", needle)]
+        return self.exec("sh", "-c", script, "log", *patterns, check=False)[1].splitlines()
 
     def dump_coverage(self, relative: str) -> bool:
         """JaCoCo's coverage since the last dump into ``<coverage dir>/<relative>``, then reset: False

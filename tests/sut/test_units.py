@@ -126,6 +126,59 @@ def test_power_off_record_counts_lost_records() -> None:
     assert rec.records_lost == {("a", 0): 50}
 
 
+def test_a_power_cut_reads_the_evidence_then_kills_and_drops_in_one_command_then_reads_the_disk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``power_off``: the unsynced bytes and the broker's own LEOs are read while its JVM runs; then one
+    node command (``kafka-ctl power-off``: SIGKILL, wait until gone, then the layer drops) -- no
+    separate kill; then the segments of every partition come off the disk in one read, and at its
+    restart the log is read once for every partition's loaded log end."""
+    calls: list[tuple[object, ...]] = []
+    loaded = ("[x] INFO Completed load of Log(dir=/var/lib/kafka/data/t-0, topicId=a, logEndOffset=4)",
+              "[x] INFO Completed load of Log(dir=/var/lib/kafka/data/t-1, topicId=a, logEndOffset=9)")
+
+    class Node:
+        name, lazyfs = "broker-1", "fsyncdir"
+
+        def ctl(self, *args: str, check: bool = True) -> str:
+            calls.append(("ctl", *args))
+            return ""
+
+        def ctl_json(self, *args: str) -> dict[str, object]:
+            calls.append(("ctl_json", *args))
+            return {"dropped_bytes": 7, "invalidated_inodes": 1}
+
+        def fs_stats(self) -> dict[str, object]:
+            calls.append(("ctl_json", "fs-stats"))
+            return {"files": [{"path": "t-1/0.log", "unsynced_bytes": 7}], "unsynced_bytes": 7}
+
+        def partitions_segments(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+            calls.append(("segments", *tps))
+            return {tp: [] for tp in tps}
+
+        def log_since_start(self, *needles: str) -> list[str]:
+            calls.append(("log", *needles))
+            return list(loaded)
+
+    c = KafkaCluster(brokers=[0, 1, 2], controllers=1)
+    node = Node()
+    monkeypatch.setattr(c, "node", lambda node_id: node)
+    process = ProcessFaults(c)
+    client = process.evidence.client
+    monkeypatch.setattr(client, "partitions", lambda topic, via=None: [
+        type("P", (), {"partition": p, "replicas": (1, 2)})() for p in (0, 1)])
+    monkeypatch.setattr(client, "local_leo", lambda n, tp: calls.append(("leo", tp)) or 5)
+    record = process.power_off(1, topics=["t"])
+    assert calls == [("ctl_json", "fs-stats"), ("leo", ("t", 0)), ("leo", ("t", 1)), ("ctl_json", "power-off"),
+                     ("segments", ("t", 0), ("t", 1))]
+    assert record.leo_before == {("t", 0): 5, ("t", 1): 5} and record.leo_on_disk == {("t", 0): 0, ("t", 1): 0}
+    assert record.dropped_bytes == 7 and 1 in process.down
+    calls.clear()
+    process.power_on(1)
+    assert calls[0] == ("ctl", "start") and calls[-1] == ("log", "/t-0,", "/t-1,")
+    assert record.leo_loaded == {("t", 0): 4, ("t", 1): 9} and record.leo_after == {("t", 0): 5, ("t", 1): 5}
+    assert process.evidence.leos_on_disk(1, []) == {} and ("segments",) not in calls  # no partition: no read
+
+
 def test_lazyfs_only_under_brokers_and_small_segments() -> None:
     c = KafkaCluster(brokers=[0], controllers=1)
     assert c.lazyfs == "fsyncdir" and ProcessFaults(c).disk_layer is not None
