@@ -58,6 +58,7 @@ from pytest_elr.model.controller import effective_min_isr
 from pytest_elr.model.profiles import Profile, get_profile
 from pytest_elr.scenario.schema import (
     ANY_CONTROLLER,
+    BROKER_SET_KEYS,
     ELECTION_COUNTS,
     PARTITIONS,
     UNCHANGED,
@@ -1339,7 +1340,7 @@ def compare(expected: Mapping[str, Any], obs: Observation, ctx: StepContext) -> 
         elif key == "leader":
             if not _holds(want, obs.leader):
                 out.append(f"leader: expected {_shown_want(want, _b)}, observed {_b(obs.leader)}")
-        elif key in ("isr", "elr", "last_known_elr", "fenced", "held", "replicas", "adding", "removing"):
+        elif key in BROKER_SET_KEYS:
             got = frozenset(getattr(obs, key) or ())
             if not _holds(want, got):
                 out.append(f"{key}: expected {_shown_want(want, sorted)}, observed {sorted(got)}")
@@ -1524,8 +1525,7 @@ def _observed(key: str, obs: Observation, ctx: StepContext, want: Any = None) ->
     if key == PARTITIONS:  # each scoped partition's keys
         return {i: {k: _observed(k, got, ctx) for k in sub} if (got := obs.of(i)) is not None else None
                 for i, sub in want.items()}
-    if key in ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "hwm", "recovering", "replicas", "adding",
-               "removing", "active_controller", *EPOCHS):
+    if key in ("leader", *BROKER_SET_KEYS, "hwm", "recovering", "active_controller", *EPOCHS):
         return _as_yaml(getattr(obs, key, None))
     if key == "produce":
         return [{"acked": p.acked, "outcomes": p.words()} for p in ctx.produces]

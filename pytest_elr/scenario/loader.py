@@ -29,6 +29,7 @@ from pytest_elr.scenario.schema import (
     ALL_PARTITIONS,
     ANY_CONTROLLER,
     ASSIGNED,
+    BROKER_SET_KEYS,
     DIFFERABLE,
     ELECTION_COUNTS,
     EXPECTATION_KEYS,
@@ -602,8 +603,7 @@ class _Builder:
             return r.broker(value, what)
         if key in ("isr", "replicas") and isinstance(value, yaml.ScalarNode) and value.value == ASSIGNED:
             return _OfAssignment(ASSIGNED)
-        if key in ("isr", "elr", "last_known_elr", "fenced", "lost", "held", "replicas", "adding",
-                   "removing"):
+        if key in (*BROKER_SET_KEYS, "lost"):
             if (isinstance(value, yaml.ScalarNode) and value.tag != "tag:yaml.org,2002:int"
                     and key in ("isr", "replicas")):
                 r.fail(value, f"{what}: expected a broker id, a list of them or {ASSIGNED} (every replica of "

@@ -17,9 +17,13 @@ EXPECTATION_KEYS = (
     "recovering", "held", "leader_epoch", "partition_epoch", "replicas",
     "adding", "removing", "elr_elections", "unclean_elections", "active_controller", "refused",
 )
+#: the expectations that name a set of brokers, each an ``Observation`` field of that name: a new
+#: one is a name here (and a word in docs/language.md) once the model and the backends observe it
+BROKER_SET_KEYS = ("isr", "elr", "last_known_elr", "fenced", "held", "replicas", "adding", "removing")
 #: the expectations one partition answers on its own: ``expect: {partitions: {<scope>: {...}}}``
-#: holds them for a partition, a set of partitions or all (the keys outside it are partition 0's)
-PARTITION_KEYS = ("leader", "isr", "elr", "last_known_elr", "recovering", "held", "replicas", "adding", "removing")
+#: holds them for a partition, a set of partitions or all (the keys outside it are partition 0's;
+#: ``fenced`` is the cluster's)
+PARTITION_KEYS = ("leader", *(k for k in BROKER_SET_KEYS if k != "fenced"), "recovering")
 #: ``expect: {partitions: ...}``: the scoped expectations, by partition number
 PARTITIONS = "partitions"
 #: the scope ``all`` of ``expect: {partitions: {all: {...}}}``
@@ -41,7 +45,7 @@ UNCHANGED = "unchanged"
 #: ``elr: {one_of: [[3, 4], [3]]}``: the expectation holds when the value is any of these
 ONE_OF = "one_of"
 #: the keys that take ``{one_of: [...]}``: the leader and the broker sets
-ONE_OF_KEYS = ("leader", "isr", "elr", "last_known_elr", "fenced", "held", "replicas", "adding", "removing")
+ONE_OF_KEYS = ("leader", *BROKER_SET_KEYS)
 #: at most this many choices in one ``one_of`` (a choice between histories, not an enumeration)
 MAX_ONE_OF = 16
 
