@@ -429,18 +429,25 @@ def _voters(a: int, b: int) -> tuple[str, str]:
     return one_controller(a), one_controller(b)
 
 
+def _quorum_unmoved_by(action: Cut | Slow) -> ModelCluster:
+    """The model below min ISR after ``action`` on links between controllers, held to have kept
+    controller 0 leading and the partition (its state and both epochs) untouched."""
+    m = _model()
+    _below_min_isr(m)
+    before, epochs = m.part.view(), (m.part.leader_epoch, m.part.partition_epoch)
+    m.apply(action)
+    assert m.active_controller == 0 and m.has_quorum()
+    assert m.part.view() == before and (m.part.leader_epoch, m.part.partition_epoch) == epochs
+    return m
+
+
 @pytest.mark.parametrize("links", [(_voters(0, 1),), (_voters(1, 0),), (_voters(0, 1), _voters(1, 0)),
                                    (_voters(1, 2),), (_voters(2, 1), _voters(1, 2))],
                          ids=["leader-to-follower", "follower-to-leader", "pair", "followers", "followers-pair"])
 def test_a_cut_between_controllers_that_leaves_the_leader_a_majority_changes_nothing(links: tuple) -> None:
     """KIP-996: the follower that lost the leader asks for pre-votes, the one that still fetches
     from it refuses (FollowerState.canGrantVote); the leader keeps its majority's fetches."""
-    m = _model()
-    _below_min_isr(m)
-    before, epochs = m.part.view(), (m.part.leader_epoch, m.part.partition_epoch)
-    m.apply(Cut(links=links))
-    assert m.active_controller == 0 and m.has_quorum()
-    assert m.part.view() == before and (m.part.leader_epoch, m.part.partition_epoch) == epochs
+    m = _quorum_unmoved_by(Cut(links=links))
     m.apply(Crash(broker=2))  # the metadata still changes: the controller elects 1 from the ELR
     m.apply(Heal(links=isolation_links(1, "all", BROKERS)))
     assert m.part.leader == 1
@@ -566,12 +573,7 @@ def test_without_the_nudge_for_a_held_drop_the_held_shrink_is_never_sent(
 def test_a_slowed_link_that_leaves_the_leader_a_majority_changes_nothing(links: tuple) -> None:
     """Measured on Kafka 4.4.0 (docs/probes/slow_between_controllers.py): A->B, B->A and B<->C at
     5000 ms, 20 s each: the same leader, no broker fenced, the partition untouched."""
-    m = _model()
-    _below_min_isr(m)
-    before, epochs = m.part.view(), (m.part.leader_epoch, m.part.partition_epoch)
-    m.apply(Slow(links=links))
-    assert m.active_controller == 0 and m.has_quorum()
-    assert m.part.view() == before and (m.part.leader_epoch, m.part.partition_epoch) == epochs
+    _quorum_unmoved_by(Slow(links=links))
 
 
 def test_a_leader_slowed_from_its_majority_is_refused_as_over_cuts() -> None:
