@@ -808,3 +808,58 @@ def test_a_no_start_is_judged_by_an_unmutated_start_now(tmp_path: Path, index: k
         km.run_campaign(mutants, index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
                         retry=frozenset({"control failed"}))
         assert len(starts) == 4  # run again, each with a fresh start
+
+
+def test_a_timed_out_mutant_retried_goes_on_after_the_runs_it_got_through(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut off after 2 of 5 covering runs, then after 2 more, then killed by the last: each sitting
+    runs only what the last one did not, the row counts every run, and the sittings' times add up."""
+    source = "org/apache/kafka/controller/PartitionChangeBuilder.java"
+    runs = {f"s{i}": {"scenario_file": f"s{i}.elr.yaml", "profile": "kafka", "seconds": float(i),
+                      "covered": {source: [25]}} for i in range(5)}
+    (tmp_path / "lines.json").write_text(json.dumps({"kafka_version": "4.4.0", "source_of": {PCB: source},
+                                                     "runs": runs}))
+    index = km.CoverageIndex(tmp_path / "lines.json")
+    given: list[list[str]] = []
+
+    def cut_after_two_or_killed_by_s4(m: km.Mutant, runs: Any, *args: Any) -> dict[str, Any]:
+        given.append([r["scenario_file"] for r in runs])
+        if runs[-1]["scenario_file"] == "s4.elr.yaml" and len(runs) == 1:
+            by = {"scenario": "s4", "scenario_file": "s4.elr.yaml", "profile": "kafka", "at": "a",
+                  "failures": ["step a: elr"]}
+            return {"status": "killed", "runs_tried": 1, "by": by}
+        return {"status": "timed out", "runs_tried": 2, "runs_total": len(runs)}
+
+    monkeypatch.setattr(km, "_child", cut_after_two_or_killed_by_s4)
+    campaign, m = tmp_path / "c", mutant("m", 25)
+    km.run_campaign([m], index, campaign, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    km.run_campaign([m], index, campaign, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"timed out"}))
+    second = km.results_of([campaign])[m.id]
+    assert (second["status"], second["runs_tried"], second["runs_total"], second["resumed_after"]) == \
+        ("timed out", 4, 5, 2)
+    km.run_campaign([m], index, campaign, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"timed out"}))
+    third = km.results_of([campaign])[m.id]
+    assert given == [[f"s{i}.elr.yaml" for i in range(5)], ["s2.elr.yaml", "s3.elr.yaml", "s4.elr.yaml"],
+                     ["s4.elr.yaml"]]
+    assert (third["status"], third["runs_tried"], third["resumed_after"]) == ("killed", 5, 4)
+    assert third["earlier_seconds"] == round(second["seconds"] + second["earlier_seconds"], 1)
+    # --from-start runs every covering run again
+    km.run_campaign([m], index, campaign, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"killed"}), from_start=True)
+    assert given[-1] == [f"s{i}.elr.yaml" for i in range(5)]
+
+
+def test_a_timed_out_row_resumes_only_on_the_same_covering_runs() -> None:
+    runs = [{"scenario_file": f"s{i}.elr.yaml", "profile": "kafka"} for i in range(4)]
+    cut = {"status": "timed out", "runs_tried": 3, "runs_total": 4}
+    assert km.resume_point(cut, runs) == 3
+    assert km.resume_point({**cut, "runs_digest": km.runs_digest(runs)}, runs) == 3
+    # another order, another set, another status: from the start
+    assert km.resume_point({**cut, "runs_digest": km.runs_digest(runs[::-1])}, runs) == 0
+    assert km.resume_point({**cut, "runs_total": 5}, runs) == 0
+    assert km.resume_point({**cut, "status": "survived"}, runs) == 0
+    assert km.resume_point(None, runs) == 0
+    # every run got through before the cut (the plant read was cut off): the last runs again
+    assert km.resume_point({**cut, "runs_tried": 4}, runs) == 3

@@ -23,7 +23,9 @@ exactly its declared known failure). Each mutant ends as:
 - **no-start**: the cluster did not start (counted apart: the suite never ran), and the same
   scenario unmutated, started right after, did (else ``control failed``: the machine could not start
   a cluster then, not the mutant);
-- **timed out**: it did not end within ``--mutant-timeout``;
+- **timed out**: it did not end within ``--mutant-timeout``; ``--retry 'timed out'`` goes on after the
+  covering runs it got through (each ended as on the real release, the mutant planted), or from the
+  first with ``--from-start``;
 - **not planted**: its class never loaded, or the agent did not find the site (a harness problem),
   by every read of the agent's report: each run's at its end, and a last one after the mutant's runs.
 
@@ -423,21 +425,44 @@ def results_of(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def runs_digest(runs: Sequence[dict[str, Any]]) -> str:
+    """The covering runs of a mutant, in their order, as a short digest: a timed-out mutant
+    resumes only where the same runs are in the same order."""
+    names = "\n".join(f"{r['scenario_file']} {r['profile']}" for r in runs)
+    return hashlib.sha256(names.encode()).hexdigest()[:16]
+
+
+def resume_point(previous: dict[str, Any] | None, runs: Sequence[dict[str, Any]]) -> int:
+    """How many of ``runs`` a mutant cut off by its time limit already got through, each ending as on
+    the real release with the mutant planted: a retry starts after them. 0 for any other row, or
+    when the covering runs are not the ones it was cut off in (a row of before the digest is
+    matched on their number). The last run is always run again: the plant is read on its cluster."""
+    if not previous or previous.get("status") != "timed out" or previous.get("runs_total") != len(runs):
+        return 0
+    if previous.get("runs_digest", runs_digest(runs)) != runs_digest(runs):
+        return 0
+    return max(0, min(int(previous.get("runs_tried", 0)), len(runs) - 1))
+
+
 def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, budget_s: float,
                  shard: tuple[int, int], mutant_timeout_s: float,
-                 retry: frozenset[str] = frozenset(), parallel: int = 1) -> list[dict[str, Any]]:
+                 retry: frozenset[str] = frozenset(), parallel: int = 1,
+                 from_start: bool = False) -> list[dict[str, Any]]:
     """Each mutant of this shard not graded yet (or whose status is in ``retry``), until the budget,
     up to ``parallel`` at once (each in a child process with its own cluster). A kill is judged by
     its scenario's control (``Controls``: run unmutated once per scenario in this shard, in the
     same worker, so never more than ``parallel`` clusters). This process alone writes the results
     file, a line per mutant as each ends; the budget stops starting mutants (running ones finish);
-    an interrupt (Ctrl-C, SIGTERM) stops every child before it goes on."""
+    an interrupt (Ctrl-C, SIGTERM) stops every child before it goes on. A timed-out mutant run
+    again (``retry``) goes on after the covering runs it got through (``resume_point``) unless
+    ``from_start``."""
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / f"results-{shard[0]}of{shard[1]}.jsonl"
     controls = Controls(out / f"controls-{shard[0]}of{shard[1]}.jsonl", index.kafka_version,
                         lambda run, version, history: _control(run, version, history, mutant_timeout_s),
                         forget_failed="control failed" in retry)
-    done = {i: r for i, r in results_of([out]).items() if r["status"] not in retry}
+    latest = results_of([out])
+    done = {i: r for i, r in latest.items() if r["status"] not in retry}
     todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done]
     started = time.monotonic()
     new: list[dict[str, Any]] = []
@@ -457,8 +482,16 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
 
     def timed_child(mutant: Mutant, runs: list[dict[str, Any]]) -> tuple[dict[str, Any], float]:
         t0 = time.monotonic()
-        result = _child(mutant, runs, index.kafka_version, child_history(out, mutant), mutant_timeout_s)
+        skip = 0 if from_start else resume_point(latest.get(mutant.id), runs)
+        result = _child(mutant, runs[skip:], index.kafka_version, child_history(out, mutant), mutant_timeout_s)
         seconds = time.monotonic() - t0  # the mutant's own time: a control is counted apart (its row, its file)
+        if result["status"] == "timed out":
+            result["runs_digest"] = runs_digest(runs)
+        if skip:
+            earlier = latest[mutant.id]
+            result = {**result, "runs_tried": result.get("runs_tried", 0) + skip, "resumed_after": skip,
+                      "earlier_seconds": round(earlier.get("seconds", 0.0) + earlier.get("earlier_seconds", 0.0), 1),
+                      **({"runs_total": len(runs)} if "runs_total" in result else {})}
         by = result.get("by") or {}
         if result["status"] == "killed" and by.get("scenario_file"):
             control = controls.of(by, out / "history")
@@ -729,6 +762,9 @@ def run_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=parallel_count, default=None,
                         help="mutants at once, each on a cluster of its own (default: the clusters this machine "
                              "carries, pytest_elr.sut.capacity.cluster_slots)")
+    parser.add_argument("--from-start", action="store_true",
+                        help="with --retry 'timed out': run every covering run again (by default a mutant cut "
+                             "off goes on after the runs it got through)")
     args = parser.parse_args(argv)
     index = CoverageIndex(args.coverage / "lines.json")
     mutants = enumerate_mutants(index.kafka_version)
@@ -757,7 +793,7 @@ def run_main(argv: list[str] | None = None) -> int:
         return 2
     run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard,
                  mutant_timeout_s=args.mutant_timeout, retry=frozenset(args.retry),
-                 parallel=args.parallel or cluster_slots())
+                 parallel=args.parallel or cluster_slots(), from_start=args.from_start)
     results = results_of([args.out])
     lines, _ = summary(results)
     print("\n".join([*lines, control_cost(results, controls_of([args.out]))]))
