@@ -738,10 +738,10 @@ def test_the_table_and_page_count_control_failures_apart(tmp_path: Path, index: 
     results = km.results_of([tmp_path])
     lines, counts = km.summary(results)
     assert counts == {"control failed": 1, "killed": 1, "survived": 1}
-    assert lines[0].split() == ["method", "killed", "survived", "control-failed", "no-start", "timed-out",
-                                "not-planted", "uncovered"]
-    assert lines[1].split() == ["PartitionChangeBuilder.build", "1", "1", "1", "0", "0", "0", "0"]
-    assert "killed 1 of 2 planted and graded (50%); no-start 0, control failed 1," in lines[2]
+    assert lines[0].split() == ["method", "killed", "survived", "equivalent", "control-failed", "no-start",
+                                "timed-out", "not-planted", "uncovered"]
+    assert lines[1].split() == ["PartitionChangeBuilder.build", "1", "1", "0", "1", "0", "0", "0", "0"]
+    assert "killed 1 of 2 planted and graded (50%); argued equivalent 0; no-start 0, control failed 1," in lines[2]
     assert lines[lines.index(next(ln for ln in lines if ln.startswith("control failed ("))) + 1].endswith(
         "slow.elr.yaml at a; control failed at a, the kill's step")
     page = km.html_page(results, "t", km.controls_of([tmp_path]))
@@ -863,3 +863,39 @@ def test_a_timed_out_row_resumes_only_on_the_same_covering_runs() -> None:
     assert km.resume_point(None, runs) == 0
     # every run got through before the cut (the plant read was cut off): the last runs again
     assert km.resume_point({**cut, "runs_tried": 4}, runs) == 3
+
+
+def test_a_mutant_argued_equivalent_is_counted_apart_not_run_and_a_kill_refutes_the_argument(
+        tmp_path: Path, index: km.CoverageIndex, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    survivor, cut_off, killed, never_run = (mutant("m", 1), mutant("m", 2), mutant("m", 3), mutant("m", 4))
+    rows = [{**dataclasses.asdict(survivor), "status": "survived", "runs_tried": 2},
+            {**dataclasses.asdict(cut_off), "status": "timed out", "runs_tried": 1, "runs_total": 2},
+            {**dataclasses.asdict(killed), "status": "killed", "runs_tried": 1,
+             "by": {"scenario": "slow", "profile": "kafka", "failures": ["step a: elr"]}}]
+    (tmp_path / "results-1of1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / km.ARGUMENTS_FILE).write_text(
+        "# argued in docs/kafka-mutants.md\n"
+        + "".join(f"{m.id}\tonly a log line reads it\n" for m in (survivor, cut_off, killed, never_run)))
+    results = km.results_of([tmp_path])
+    assert [results[m.id]["status"] for m in (survivor, cut_off, killed)] == ["equivalent", "equivalent", "killed"]
+    assert results[cut_off.id]["graded_as"] == "timed out"
+    lines, counts = km.summary(results)
+    assert (counts["equivalent"], counts["killed"], counts.get("survived", 0)) == (2, 1, 0)
+    assert "killed 1 of 1 planted and graded (100%); argued equivalent 2" in "\n".join(lines)
+    refuted = lines.index("argued equivalent, yet killed (the argument is wrong: take it out of equivalent.tsv):")
+    assert killed.id in lines[refuted + 1]
+    assert "argued: only a log line reads it" in km.html_page(results, "t")
+    # a campaign does not run a mutant argued equivalent, unless asked to
+    ran: list[str] = []
+    monkeypatch.setattr(km, "_child", lambda m, *args: ran.append(m.id) or fake_child(m, *args))
+    km.run_campaign([never_run, mutant("m", 5)], index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60)
+    assert ran == [mutant("m", 5).id]
+    km.run_campaign([never_run], index, tmp_path, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"equivalent"}))
+    assert ran[-1] == never_run.id
+    # a line without its reason: the file, the line and what was expected, no traceback
+    (tmp_path / km.ARGUMENTS_FILE).write_text(f"{survivor.id}\tfine\n{killed.id}\n")
+    assert km.report_main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / km.ARGUMENTS_FILE}:2: expected a mutant id" in err and "Traceback" not in err

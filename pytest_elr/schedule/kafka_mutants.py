@@ -67,7 +67,14 @@ from pytest_elr.sut.capacity import cluster_slots
 #: A log line changes no state a client or the cluster can see: removing its call is equivalent by
 #: construction (PIT leaves logging calls out by default for the same reason).
 LOGGING_CALL = re.compile(r"^call of \w+\.(trace|debug|info|warn|error|maybeLogPartitionChange) removed$")
-STATUSES = ("killed", "survived", "control failed", "no-start", "timed out", "not planted")
+STATUSES = ("killed", "survived", "control failed", "no-start", "timed out", "not planted", "equivalent")
+#: in a campaign directory: mutants argued equivalent (the change cannot be observed), one a line,
+#: ``ID<TAB>the reason``; ``#`` starts a comment. A survivor or a timed-out row of such a mutant is
+#: ``equivalent``; a kill refutes the argument and stays a kill (the report says so); a campaign
+#: does not run them (unless ``--retry equivalent``).
+ARGUMENTS_FILE = "equivalent.tsv"
+#: the statuses an argument of equivalence explains: every covering run ended as on the release
+EXPLAINED_BY_EQUIVALENCE = ("survived", "timed out")
 DEFAULT_MUTANT_TIMEOUT_S = 900.0
 #: a cluster that cannot start under a mutant is told apart quickly (a healthy one is ready in ~15 s)
 MUTANT_START_TIMEOUT_S = 60
@@ -412,8 +419,33 @@ def control_cost(results: dict[str, dict[str, Any]], controls: Sequence[dict[str
 # ---------------------------------------------------------------------------------- campaign
 
 
+class ArgumentsError(ValueError):
+    """An ``equivalent.tsv`` that cannot be read: its file, line and what was expected."""
+
+
+def arguments_of(paths: Iterable[Path]) -> dict[str, str]:
+    """The mutants argued equivalent in these campaign directories (``ARGUMENTS_FILE``), id -> reason."""
+    found: dict[str, str] = {}
+    for path in paths:
+        f = (path if path.is_dir() else path.parent) / ARGUMENTS_FILE
+        if not f.is_file():
+            continue
+        for number, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):  # a mutant id has a '#' of its own
+                continue
+            mutant_id, _, reason = line.strip().partition("\t")
+            if not reason.strip() or mutant_id.count(":") < 3 or "#" not in mutant_id:
+                raise ArgumentsError(f"{f}:{number}: expected a mutant id (Class#method(desc):line:OPERATOR:index), "
+                                     f"a tab, and the reason it is equivalent; got {line[:120]!r}")
+            found[mutant_id.strip()] = reason.strip()
+    return found
+
+
 def results_of(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
-    """Every result in these campaign directories or files, by mutant id (the last one wins)."""
+    """Every result in these campaign directories or files, by mutant id (the last one wins); a
+    survivor or timed-out row of a mutant argued equivalent (``ARGUMENTS_FILE``) is ``equivalent``,
+    a killed one keeps its kill and names the argument it refutes."""
+    paths = list(paths)
     found: dict[str, dict[str, Any]] = {}
     for path in paths:
         files = sorted(path.glob("results-*.jsonl")) if path.is_dir() else [path] if path.is_file() else []
@@ -422,6 +454,14 @@ def results_of(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
                 if row.strip():
                     r = json.loads(row)
                     found[r["id"]] = r
+    for mutant_id, reason in arguments_of(paths).items():
+        row = found.get(mutant_id)
+        if row is None:
+            continue
+        if row["status"] in EXPLAINED_BY_EQUIVALENCE:
+            found[mutant_id] = {**row, "status": "equivalent", "graded_as": row["status"], "argument": reason}
+        elif row["status"] == "killed":
+            found[mutant_id] = {**row, "refutes_argument": reason}
     return found
 
 
@@ -463,7 +503,8 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
                         forget_failed="control failed" in retry)
     latest = results_of([out])
     done = {i: r for i, r in latest.items() if r["status"] not in retry}
-    todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done]
+    argued = {} if "equivalent" in retry else arguments_of([out])
+    todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done and m.id not in argued]
     started = time.monotonic()
     new: list[dict[str, Any]] = []
     print(f"elr kafka-mutants: {len(todo)} to run in shard {shard[0]}/{shard[1]} ({len(done)} done before)",
@@ -658,17 +699,26 @@ def summary(results: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, in
         key = f"{r['class_name'].rsplit('.', 1)[-1]}.{r['method']}"
         by_method.setdefault(key, Counter())[r["status"]] += 1
     width = max((len(k) for k in by_method), default=10)
-    lines = [f"{'method':<{width}}  killed  survived  control-failed  no-start  timed-out  not-planted  uncovered"]
+    lines = [f"{'method':<{width}}  killed  survived  equivalent  control-failed  no-start  timed-out  not-planted"
+             "  uncovered"]
     for key in sorted(by_method):
         c = by_method[key]
-        lines.append(f"{key:<{width}}  {c['killed']:>6}  {c['survived']:>8}  {c['control failed']:>14}"
-                     f"  {c['no-start']:>8}  {c['timed out']:>9}  {c['not planted']:>11}  {c['uncovered']:>9}")
+        lines.append(f"{key:<{width}}  {c['killed']:>6}  {c['survived']:>8}  {c['equivalent']:>10}"
+                     f"  {c['control failed']:>14}  {c['no-start']:>8}  {c['timed out']:>9}  {c['not planted']:>11}"
+                     f"  {c['uncovered']:>9}")
     # a "control failed" is neither a kill nor a survivor: its scenario failed unmutated too
     graded = counts["killed"] + counts["survived"]
     lines.append(f"killed {counts['killed']} of {graded} planted and graded"
                  + (f" ({100 * counts['killed'] / graded:.0f}%)" if graded else "")
-                 + f"; no-start {counts['no-start']}, control failed {counts['control failed']}, timed out "
-                   f"{counts['timed out']}, not planted {counts['not planted']}, uncovered {counts['uncovered']}")
+                 + f"; argued equivalent {counts['equivalent']}; no-start {counts['no-start']}, control failed "
+                   f"{counts['control failed']}, timed out {counts['timed out']}, not planted "
+                   f"{counts['not planted']}, uncovered {counts['uncovered']}")
+    refuted = [r for r in results.values() if r.get("refutes_argument")]
+    if refuted:
+        lines.append("argued equivalent, yet killed (the argument is wrong: take it out of equivalent.tsv):")
+        lines += [f"  {Mutant(**{k: r[k] for k in Mutant.__dataclass_fields__}).in_words()}  [{r['id']}]: "
+                  f"argued \"{r['refutes_argument'][:160]}\""
+                  for r in sorted(refuted, key=lambda r: (r["class_name"], r["line"], r["id"]))]
     survivors = [r for r in results.values() if r["status"] == "survived"]
     if survivors:
         lines.append("survivors:")
@@ -709,7 +759,8 @@ def html_page(results: dict[str, dict[str, Any]], title: str,
         by = r.get("by") or {}
         why = html.escape(f"{by.get('scenario', '')} [{by.get('profile', '')}]: "
                           f"{'; '.join(by.get('failures') or []) or by.get('message', '')[:200]}"
-                          + (f" -- {control_words(r['control'])}" if r.get("control") else "")) if by else ""
+                          + (f" -- {control_words(r['control'])}" if r.get("control") else "")) if by else \
+            html.escape(f"argued: {r['argument']}") if r.get("argument") else ""
         rows.append(f"<tr class='{r['status'].replace(' ', '-')}'><td>{html.escape(r['class_name'].rsplit('.', 1)[-1])}"
                     f".{html.escape(r['method'])}</td><td>{r['line']}</td><td>{r['operator']}</td>"
                     f"<td>{html.escape(r['description'])}</td><td>{r['status']}</td><td>{why}</td></tr>")
@@ -783,6 +834,11 @@ def run_main(argv: list[str] | None = None) -> int:
     if not mutants:
         print("elr kafka-mutants run: no mutant to run (none covered, or the filters left none)", file=sys.stderr)
         return 2
+    try:
+        arguments_of([args.out])
+    except ArgumentsError as exc:
+        print(f"elr kafka-mutants run: {exc}", file=sys.stderr)
+        return 2
     missing = sorted({r["scenario_file"] for m in mutants for r in index.covering_runs(m)
                       if not Path(r["scenario_file"]).is_file()})
     if missing:
@@ -806,7 +862,11 @@ def report_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", type=Path, default=None, help="write the campaign's page here")
     parser.add_argument("--json", type=Path, default=None, help="write the merged results here")
     args = parser.parse_args(argv)
-    results = results_of(args.campaigns)
+    try:
+        results = results_of(args.campaigns)
+    except ArgumentsError as exc:
+        print(f"elr kafka-mutants report: {exc}", file=sys.stderr)
+        return 2
     if not results:
         print("elr kafka-mutants report: no results in " + ", ".join(map(str, args.campaigns)), file=sys.stderr)
         return 2

@@ -65,6 +65,6 @@ def test_a_three_mutant_campaign_killed_survived_no_start(tmp_path: Path, capsys
     assert "the cluster did not start" in no_start["by"]["message"]
 
     out = capsys.readouterr().out
-    assert "killed 1 of 2 planted and graded (50%); no-start 1, control failed 0" in out
+    assert "killed 1 of 2 planted and graded (50%); argued equivalent 0; no-start 1, control failed 0" in out
     assert "controls: 1 unmutated runs" in out and "judged 1 kills" in out
     assert "`PartitionChangeBuilder.tryElection` line 337: call of Logger.info removed" in out
