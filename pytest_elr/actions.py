@@ -584,6 +584,17 @@ class ReplaceDisk(BrokerAction):
 
 
 @dataclass(frozen=True)
+class Unregister(BrokerAction):
+    """Remove the broker's registration (``kafka-cluster.sh unregister --id``, UnregisterBroker):
+    the operator's step for a broker gone for good. Kafka removes it from every ISR (and leadership)
+    as a fencing would; a broker still running is shut out until it restarts (its heartbeats are
+    answered STALE_BROKER_EPOCH) and registers anew, as after an unclean shutdown."""
+
+    kind: ClassVar[str] = "unregister"
+    operator: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class MoveLogDir(BrokerAction):
     """Move the broker's replica to the next of its log dirs while it serves (a JBOD move,
     AlterReplicaLogDirs): the broker copies it there, swaps the copies, and tells the controller

@@ -16,8 +16,10 @@ from pytest_elr.actions import (
     HoldMetadata,
     IsolateController,
     PowerOffController,
+    Restart,
     RestartController,
     Slow,
+    Unregister,
 )
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.nodes import CONTROLLER, controller_of
@@ -489,3 +491,45 @@ class FollowersLagOnlyWhenTicked(Fake):
             self._shown[i] = now
         epoch = now.partition_epoch
         return now if epoch is None else replace(now, partition_epoch=epoch + self._churned.get(i, 0))
+
+
+class UnregisterSweepsNothing(Fake):
+    """Kafka 4.4.0 with ``handleBrokerUnregistered``'s ISR pass removed (mutant 1453): the
+    registration goes, but the broker stays in every ISR it was in."""
+
+    def apply(self, action: Action) -> Result:
+        if not isinstance(action, Unregister):
+            return super().apply(action)
+        model = self.model
+        assert model is not None
+        model.unregistered.add(action.broker)
+        model.fenced.add(action.broker)  # never active again, as the model has it, but no ISR sweep
+        model.settle()
+        return None
+
+
+class UnregisteredListedFenced(Fake):
+    """Lists an unregistered broker among the fenced ones (as a client reading a stale broker list)."""
+
+    def observe(self) -> Observation:
+        model = self.model
+        assert model is not None
+        return replace(super().observe(), fenced=tuple(sorted(model.fenced)))
+
+
+class UnregisteredReturnsClean(Fake):
+    """Takes an unregistered broker's return for a clean one (a registration matched against the
+    removed record): it stays in the ELR."""
+
+    def apply(self, action: Action) -> Result:
+        if isinstance(action, Restart) and self.model is not None:
+            self.model.unregistered.discard(action.broker)
+        return super().apply(action)
+
+
+class UnregisterTwiceAccepted(Fake):
+    """Answers an unregister of a broker with no registration as done (no BROKER_ID_NOT_REGISTERED)."""
+
+    def apply(self, action: Action) -> Result:
+        result = super().apply(action)
+        return None if isinstance(action, Unregister) else result

@@ -67,6 +67,7 @@ from pytest_elr.actions import (
     Slow,
     StopController,
     UncleanElection,
+    Unregister,
     Wait,
 )
 from pytest_elr.backends.base import Backend, Session
@@ -643,6 +644,10 @@ class KafkaBackend(Backend):
     @_do.register
     def _(self, action: CancelReassignment) -> Result:
         return self._operator_request(action, lambda: self.client.cancel_reassignment(self.topic, action.partition))
+
+    @_do.register
+    def _(self, action: Unregister) -> Result:
+        return self._operator_request(action, lambda: self.client.unregister_broker(action.broker))
 
     @staticmethod
     def _operator_request(action: Action, ask: Callable[[], None]) -> Refusal | None:

@@ -51,6 +51,7 @@ from pytest_elr.actions import (
     Slow,
     StopController,
     UncleanElection,
+    Unregister,
     Wait,
 )
 from pytest_elr.core.nodes import CONTROLLER, Link, Node, controller_of, is_controller, one_controller
@@ -93,6 +94,10 @@ class ModelCluster:
     #: brokers in a controlled shutdown the controller cannot let finish while a broker of
     #: ``metadata_held`` is active: out of every ISR and leadership, unfenced, not electable
     shutting_down: set[int] = field(default_factory=set)
+    #: brokers whose registration the operator removed (``unregister``): out of the fenced set a
+    #: client sees (DescribeCluster lists registered brokers only), never active until they restart
+    #: and register anew; kept in ``fenced`` for the controller's rules
+    unregistered: set[int] = field(default_factory=set)
     #: brokers whose replicas' AssignReplicasToDirs has not landed: the controller still has them in
     #: the old directory -- offline after a new disk, online after a live move between log dirs.
     #: Per broker: after a new disk a landing moves every partition the broker holds a replica of
@@ -359,7 +364,7 @@ class ModelCluster:
             isr=tuple(part.isr),
             elr=tuple(part.elr),
             last_known_elr=tuple(part.last_known_elr),
-            fenced=tuple(sorted(self.fenced)),
+            fenced=tuple(sorted(self.fenced - self.unregistered)),
             hwm=p.hwm(),
             leo={r: p.logs[r].leo for r in p.replicas},
             recovering=part.recovering,
@@ -861,6 +866,23 @@ class ModelCluster:
     @_do.register
     def _(self, action: ReplaceDisk) -> Result:
         return self._replace_disk(action.broker)
+
+    @_do.register
+    def _(self, action: Unregister) -> Result:
+        """ReplicationControlManager.unregisterBroker: BROKER_ID_NOT_REGISTERED for a broker with no
+        registration; else handleBrokerUnregistered -- generateLeaderAndIsrUpdates with the broker as
+        ``brokerToRemove`` over the partitions whose ISR holds it (out of the ISR and leadership, as a
+        fencing), then over those whose ELR holds it, where the target ISR is unchanged and nothing
+        moves: it stays in the ELR (measured on 4.4.0, docs/probes/unregister_broker.py, though the
+        method's comment says "remove this broker from any ISR or ELR"). The ELR rules of the
+        change are a fencing's (KIP-966: a replica leaving the ISR below min ISR goes to the ELR)."""
+        b = action.broker
+        if b in self.unregistered or not self.brokers[b].registered:
+            return Refusal(action.kind, "BROKER_ID_NOT_REGISTERED")
+        self.unregistered.add(b)
+        if b not in self.fenced:
+            self._fence(b)
+        return None
 
     @_do.register
     def _(self, action: Pause) -> Result:
@@ -1383,6 +1405,7 @@ class ModelCluster:
         return (
             tuple(sorted(self.fenced)), tuple([b.registered for b in self.brokers.values()]), self.active_controller,
             tuple(map(self._partition_fingerprint, self.partitions.values())), tuple(sorted(self.shutting_down)),
+            tuple(sorted(self.unregistered)),
         )
 
     @staticmethod
@@ -1562,7 +1585,12 @@ class ModelCluster:
             if not self._round_trip(b, CONTROLLER, allow_slow=True):
                 continue
             if not broker.registered:
-                clean = broker.clean_marker is not None and broker.clean_marker == broker.epoch
+                # KIP-966: "The controller will verify the broker epoch in the request with its
+                # registration record. If it is the same, it is a clean shutdown." An unregistered
+                # broker has no record to match: its return is an unclean shutdown's.
+                clean = broker.clean_marker is not None and broker.clean_marker == broker.epoch \
+                    and b not in self.unregistered
+                self.unregistered.discard(b)
                 broker.epoch = self._new_epoch()
                 broker.registered = True
                 broker.clean_marker = None  # removed once the log manager is up
@@ -1595,7 +1623,7 @@ class ModelCluster:
                         controller.assignment_resent(p.part, ctx)
             # KIP-966 "Delivery plan": elect the LastKnownLeader "once it is unfenced"; a broker
             # is unfenced on a heartbeat that shows it caught up, so a held heartbeat keeps it out.
-            if b in self.fenced and b not in self.heartbeats_held:
+            if b in self.fenced and b not in self.heartbeats_held and b not in self.unregistered:
                 self.fenced.discard(b)
                 event = True
                 if b in self.down_order:

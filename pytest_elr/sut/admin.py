@@ -26,6 +26,8 @@ AlterPartitionReassignments 45 0      start a reassignment to a target replica l
 ListPartitionReassignments 46  0      a reassignment under way: replicas, adding, removing
 DescribeQuorum         55    1        the metadata quorum's leader: the active controller
                                       (a broker forwards it to the controllers)
+UnregisterBroker       64    0        remove a broker's registration (``kafka-cluster.sh
+                                      unregister``): the operator's step for a broker gone for good
 =====================  ====  =======  ==========================================
 
 Per-replica LEO: ``DescribeLogDirs`` reports ``OffsetLag`` = max(HW - LEO, 0)
@@ -53,7 +55,7 @@ ERRORS = {
     39: "INVALID_REPLICA_ASSIGNMENT", 40: "INVALID_CONFIG", 41: "NOT_CONTROLLER",
     42: "INVALID_REQUEST", 51: "CONCURRENT_TRANSACTIONS", 56: "KAFKA_STORAGE_ERROR",
     57: "LOG_DIR_NOT_FOUND", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH", 89: "THROTTLING_QUOTA_EXCEEDED",
-    85: "NO_REASSIGNMENT_IN_PROGRESS",
+    85: "NO_REASSIGNMENT_IN_PROGRESS", 102: "BROKER_ID_NOT_REGISTERED",
     5: "LEADER_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     15: "COORDINATOR_NOT_AVAILABLE", 0: "NONE", -1: "UNKNOWN_SERVER_ERROR",
 }
@@ -190,6 +192,16 @@ def describe_cluster(host: str, port: int, timeout_s: float = 5.0) -> list[Broke
 
 
 METADATA_TOPIC = "__cluster_metadata"
+
+
+def unregister_broker(host: str, port: int, broker_id: int, timeout_s: float = 10.0) -> None:
+    """Remove ``broker_id``'s registration (UnregisterBroker v0, forwarded to the active
+    controller); ``BROKER_ID_NOT_REGISTERED`` (no such registration) is raised like any error."""
+    r = request(host, port, 64, 0, bytes(Writer().int32(broker_id).tags().buf), timeout_s)
+    r.int32()  # throttle time
+    code, msg = r.int16(), r.compact_string()
+    if code:
+        raise _err(code, f"unregister broker {broker_id}", msg)
 
 
 def describe_quorum_leader(host: str, port: int, timeout_s: float = 5.0) -> int | None:

@@ -165,6 +165,10 @@ class ClusterClient:
         """Registered brokers that the controller has fenced (DescribeCluster v2)."""
         return {b.broker_id for b in self.brokers(via) if b.fenced}
 
+    def unregister_broker(self, broker: int, via: int | None = None) -> None:
+        """Remove ``broker``'s registration (UnregisterBroker, forwarded to the active controller)."""
+        self._ask(lambda port: admin.unregister_broker(HOST, port, broker), via)
+
     def active_controller(self, via: int | None = None, timeout_s: float = 3.0) -> int | None:
         """The node id of the active controller (the metadata quorum's leader); None: no leader, or
         no broker could reach one within ``timeout_s``."""

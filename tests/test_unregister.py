@@ -1,0 +1,87 @@
+"""``unregister``: the operator removes a broker's registration (UnregisterBroker). The model rule
+(``ModelCluster``'s ``Unregister`` handler, the registration of a broker that was unregistered) was
+read off Kafka 4.4.0 by docs/probes/unregister_broker.py; the scenario
+``operator_unregisters_brokers`` stages it, and each plant below is caught at the step and field
+that exist for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_backend import (
+    Fake,
+    UnregisteredListedFenced,
+    UnregisteredReturnsClean,
+    UnregisterSweepsNothing,
+    UnregisterTwiceAccepted,
+)
+
+from pytest_elr.actions import Produce, Restart, Shutdown, Unregister
+from pytest_elr.core.observation import Refusal
+from pytest_elr.model.cluster import ModelCluster
+from pytest_elr.model.profiles import get_profile
+from pytest_elr.scenario.executor import run_scenario
+from pytest_elr.scenario.loader import load_scenario
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "operator_unregisters_brokers.elr.yaml"
+
+
+def cluster(profile: str = "kafka", replicas: tuple[int, ...] = (0, 1, 2)) -> ModelCluster:
+    m = ModelCluster((0, 1, 2, 3), list(replicas), 2, get_profile(profile))
+    m.apply(Produce(count=3))
+    return m
+
+
+@pytest.mark.parametrize("profile", ["kafka", "kip966", "legacy"])
+def test_a_running_leader_unregistered_hands_over_and_is_shut_out(profile: str) -> None:
+    m = cluster(profile, (1, 0, 2))
+    assert m.apply(Unregister(broker=1)) is None
+    o = m.observe()
+    assert (o.leader, o.isr, o.fenced) == (0, (0, 2), ()), "out of the ISR and leadership, listed nowhere"
+    m.apply(Produce(count=2))
+    assert m.observe().isr == (0, 2), "a running unregistered broker does not rejoin"
+
+
+def test_a_gone_elr_member_unregistered_stays_in_the_elr_and_returns_unclean() -> None:
+    m = cluster()
+    m.apply(Shutdown(broker=2))
+    m.apply(Shutdown(broker=1))
+    m.apply(Unregister(broker=1))
+    o = m.observe()
+    assert (o.leader, o.isr, o.elr, o.fenced) == (0, (0,), (1,), (2,))
+    assert m.apply(Unregister(broker=1)) == Refusal("unregister", "BROKER_ID_NOT_REGISTERED")
+    m.apply(Shutdown(broker=0))
+    m.apply(Restart(broker=1))
+    o = m.observe()
+    assert (o.leader, o.elr) == (None, (0,)), "no record to match its clean-shutdown epoch: out of the ELR"
+    assert m.unregistered == set()
+
+
+def test_legacy_keeps_a_gone_last_member_in_the_isr() -> None:
+    """ELR off: the last ISR member is not removed (measured: ISR [0] after 0 was unregistered)."""
+    m = cluster("legacy")
+    for b in (2, 1, 0):
+        m.apply(Shutdown(broker=b))
+    m.apply(Unregister(broker=0))
+    o = m.observe()
+    assert (o.leader, o.isr, o.fenced) == (None, (0,), (1, 2))
+
+
+def test_the_scenario_passes_on_a_system_that_follows_the_rule() -> None:
+    for profile in ("kafka", "kip966"):
+        result = run_scenario(load_scenario(SCENARIO), Fake(), profile)
+        assert result.passed and not result.disagreements, result.message
+
+
+@pytest.mark.parametrize(("system", "step", "says"), [
+    (UnregisterSweepsNothing, "running-follower-unregistered", "isr: expected [0, 2], observed [0, 1, 2]"),
+    (UnregisteredListedFenced, "running-follower-unregistered", "fenced: expected [], observed [1]"),
+    (UnregisterTwiceAccepted, "unregistered-twice",
+     "refused: expected refused with BROKER_ID_NOT_REGISTERED, observed accepted"),
+    (UnregisteredReturnsClean, "unregistered-back", "leader: expected none, observed 1"),
+], ids=["isr-not-swept (mutant 1453)", "listed-fenced", "twice-accepted", "returns-clean"])
+def test_each_plant_is_caught_at_its_step(system: type[Fake], step: str, says: str) -> None:
+    result = run_scenario(load_scenario(SCENARIO), system(), "kafka")
+    assert not result.passed
+    assert f"step {step}" in result.message and says in result.message, result.message
