@@ -85,3 +85,12 @@ def test_each_plant_is_caught_at_its_step(system: type[Fake], step: str, says: s
     result = run_scenario(load_scenario(SCENARIO), system(), "kafka")
     assert not result.passed
     assert f"step {step}" in result.message and says in result.message, result.message
+
+
+def test_a_clean_shutdown_of_a_running_unregistered_broker_is_refused_not_guessed() -> None:
+    from pytest_elr.model.cluster import ModelError
+
+    m = cluster()
+    m.apply(Unregister(broker=1))
+    with pytest.raises(ModelError, match="unregistered, and how its clean shutdown ends"):
+        m.apply(Shutdown(broker=1))

@@ -833,6 +833,11 @@ class ModelCluster:
     @_do.register(BeginShutdown)  # the same state; only a real cluster has a process still exiting
     @_do.register
     def _(self, action: Shutdown) -> Result:
+        if action.broker in self.unregistered:
+            # Its controlled shutdown is asked of a controller that no longer knows it: not
+            # measured, so not modelled (kill it: ``crash``).
+            raise ModelError(f"shutdown {action.broker}: the broker is unregistered, and how its clean shutdown ends "
+                             "with no registration is not modelled: use crash")
         if not isinstance(action, BeginShutdown) and self._shutdown_held(action.broker):
             raise ModelError(f"shutdown {action.broker}: a broker's metadata is held (hold_metadata), so its "
                              "controlled shutdown cannot finish and the process waits out Kafka's 5 minutes: "
