@@ -1,14 +1,16 @@
 """Where a command's CPU goes, by part of the machine: Kafka's JVMs, the node's other processes,
 commands run in the containers, the harness's Python, Docker's daemons, short-lived host processes.
 
-    python3 docs/probes/cpu_by_part.py [--interval 0.5] [--json OUT] -- COMMAND ...
+    python3 docs/probes/cpu_by_part.py [--interval 0.5] [--threads] [--json OUT] -- COMMAND ...
 
 Samples every process's own CPU time (``/proc/PID/stat`` utime + stime) and every container's
 cgroup (``cpuacct.usage``, cgroup v1, which keeps the CPU of its exited processes) while COMMAND
 runs, and the machine's total (the root cgroup). A process is counted at its last sample, so what
 lived less than an interval is not seen by itself: it is the part left over in its container's
 cgroup ("exec'd in a container") or in the machine's total ("short-lived on the host": the docker
-CLI, runc). Linux only, run as root; issue 26 (docs/performance.md, "Where the CPU goes").
+CLI, runc). ``--threads`` also splits the Kafka JVMs' CPU by thread (the JVM names its native
+threads, 15 characters, digits read as N): which of Kafka's own threads the time goes to. Linux
+only, run as root; issue 26 (docs/performance.md, "Where the CPU goes").
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -52,6 +55,21 @@ def _processes() -> dict[tuple[int, int], tuple[str, str, float]]:
     return seen
 
 
+def _threads(pid: str, role: str) -> dict[tuple[int, int], tuple[str, float]]:
+    """(pid, tid) -> (the JVM's role and the thread's name class, the thread's CPU seconds)."""
+    found: dict[tuple[int, int], tuple[str, float]] = {}
+    for task in os.scandir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(task.path, "stat").read_text()
+            name = Path(task.path, "comm").read_text().strip()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        found[(int(pid), int(task.name))] = (f"{role}: {re.sub(r'[0-9]+', 'N', name)}",
+                                             (int(fields[11]) + int(fields[12])) / TICK)
+    return found
+
+
 def _part(comm: str, cmdline: str, container: str) -> str:
     if container:
         if comm == "java" and "kafka.Kafka" in cmdline:
@@ -83,6 +101,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--threads", action="store_true", help="split the Kafka JVMs' CPU by thread")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -94,9 +113,12 @@ def main() -> int:
     containers: dict[str, float] = {}
     started = time.monotonic()
     child = subprocess.Popen(command)
+    threads: dict[tuple[int, int], tuple[str, float]] = {}
     while child.poll() is None:
         for key, value in _processes().items():
             last[key] = value
+            if args.threads and value[0].startswith("kafka JVM"):
+                threads.update(_threads(str(key[0]), value[0].split("(")[1].rstrip(")")))
         for cid, cpu in _container_usage().items():
             containers[cid] = max(containers.get(cid, 0.0), cpu)
         time.sleep(args.interval)
@@ -120,8 +142,16 @@ def main() -> int:
     for part, cpu in sorted(parts.items(), key=lambda item: -item[1]):
         if cpu >= 0.05 * total / 100 or cpu >= 1:
             print(f"  {cpu:8.1f} s  {100 * cpu / total:5.1f} %  {part}")
+    by_thread: dict[str, float] = defaultdict(float)
+    for name, cpu in threads.values():
+        by_thread[name] += cpu
+    if by_thread:
+        jvm_total = sum(by_thread.values())
+        print(f"\nKafka JVM threads ({jvm_total:.0f} s of the JVMs' CPU seen by thread):")
+        for name, cpu in sorted(by_thread.items(), key=lambda item: -item[1])[:25]:
+            print(f"  {cpu:8.1f} s  {100 * cpu / jvm_total:5.1f} %  {name}")
     if args.json:
-        args.json.write_text(json.dumps({"wall_s": wall, "cpu_s": total, "parts": parts,
+        args.json.write_text(json.dumps({"wall_s": wall, "cpu_s": total, "parts": parts, "threads": by_thread,
                                          "command": command, "exit": child.returncode}, indent=1))
     return child.returncode
 
