@@ -59,6 +59,7 @@ from pytest_elr.actions import (
     ShutdownController,
     Slow,
     UncleanElection,
+    Unregister,
 )
 from pytest_elr.core.limits import MAX_PARTITIONS
 from pytest_elr.core.nodes import CONTROLLER, Node, isolation_links, one_controller
@@ -77,7 +78,7 @@ VICTIMS = st.one_of(st.just("leader"), st.just("leader"), st.sampled_from(BROKER
 #: Groce et al.), which finds bugs that need many faults of a few kinds far sooner
 KINDS = ("isolate", "cut", "slow", "hold", "heal", "shutdown", "crash", "lossy", "restart",
          "pause", "flush", "min_isr", "unclean_election", "elect_leaders", "cluster_min_isr", "move",
-         "reassign")
+         "reassign", "unregister")
 #: kinds of rule drawn only on a cluster of several controllers (``SearchConfig.controllers``): a
 #: controller stopped (crash, clean shutdown, power cut), restarted, isolated. Kept apart from
 #: ``KINDS`` so a one-controller search draws what it drew before they existed, seed for seed.
@@ -403,6 +404,15 @@ class ProtocolMachine(RuleBasedStateMachine):
     @rule()
     def elect_preferred_leader(self) -> None:
         self._do(ElectLeaders(election="preferred"))
+
+    @_enabled("unregister")
+    @rule(victim=VICTIMS)
+    def unregister(self, victim: int | str) -> None:
+        """The operator removes a registration, of a broker gone or still running (the leader, too):
+        out of every ISR and leadership, back only through a restart counted unclean."""
+        b = self._target(victim)
+        if b is not None:
+            self._do(Unregister(broker=b))
 
     # --- an operator's request naming a partition (``partitions`` > 1 only) ----------------------
     # The rules above name partition 0 (the request's default); these draw the partition, modulo the
