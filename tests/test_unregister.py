@@ -94,3 +94,30 @@ def test_a_clean_shutdown_of_a_running_unregistered_broker_is_refused_not_guesse
     m.apply(Unregister(broker=1))
     with pytest.raises(ModelError, match="unregistered, and how its clean shutdown ends"):
         m.apply(Shutdown(broker=1))
+
+
+def test_a_restarted_broker_not_registered_again_still_has_its_old_registration() -> None:
+    """Cut from the controller, a restarted broker cannot register again; the controller keeps its
+    old (fenced) registration, which an unregister removes: not refused."""
+    from pytest_elr.actions import Cut
+
+    m = cluster()
+    m.apply(Shutdown(broker=1))
+    m.apply(Cut(links=((1, "controller"),)))
+    m.apply(Restart(broker=1))
+    assert not m.brokers[1].registered
+    assert m.apply(Unregister(broker=1)) is None
+    assert m.unregistered == {1}
+
+
+def test_what_is_not_measured_is_refused() -> None:
+    from pytest_elr.actions import BeginShutdown, HoldMetadata
+    from pytest_elr.model.cluster import ModelError
+
+    m = ModelCluster((0, 1, 2, 3), [0, 1, 2], 2, get_profile("kafka"))
+    m.apply(HoldMetadata(broker=3))
+    with pytest.raises(ModelError, match="metadata is held"):
+        m.apply(Unregister(broker=3))
+    m.apply(BeginShutdown(broker=0))
+    with pytest.raises(ModelError, match="controlled shutdown"):
+        m.apply(Unregister(broker=0))

@@ -882,8 +882,13 @@ class ModelCluster:
         method's comment says "remove this broker from any ISR or ELR"). The ELR rules of the
         change are a fencing's (KIP-966: a replica leaving the ISR below min ISR goes to the ELR)."""
         b = action.broker
-        if b in self.unregistered or not self.brokers[b].registered:
+        if b in self.unregistered:
+            # A broker restarted but not registered again still has its old registration: only an
+            # unregistered one has none.
             return Refusal(action.kind, "BROKER_ID_NOT_REGISTERED")
+        if b in self.shutting_down or b in self.metadata_held:
+            raise ModelError(f"unregister {b}: the broker is in a controlled shutdown or its metadata is held, and "
+                             "how unregistering ends either is not measured (not modelled): heal first")
         self.unregistered.add(b)
         if b not in self.fenced:
             self._fence(b)
