@@ -533,3 +533,26 @@ class UnregisterTwiceAccepted(Fake):
     def apply(self, action: Action) -> Result:
         result = super().apply(action)
         return None if isinstance(action, Unregister) else result
+
+
+class FollowerChurnsAtStart(Fake):
+    """A new topic's follower whose first fetch came later than replica.lag.time.max.ms (Kafka 4.4.0
+    under load, the soak of 2026-11-27): the first observations show it out of the ISR, the partition
+    epoch +1; then it is back, +2, before any fault."""
+
+    settles_instantly: ClassVar[bool] = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.observed = 0
+
+    def settle_timeout_s(self) -> float:
+        return 3.0  # a difference it keeps is told in seconds, not the real cluster's half minute
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        self.observed += 1
+        epoch = obs.partition_epoch or 0
+        if self.observed <= 2:
+            return replace(obs, isr=obs.isr[:-1], partition_epoch=epoch + 1)
+        return replace(obs, partition_epoch=epoch + 2)
