@@ -31,6 +31,7 @@ from pathlib import Path
 from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.checker import CHECKERS
 from pytest_elr.core.commandline import command_parser
+from pytest_elr.core.concurrency import run_to_its_end, sigterm_interrupts
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario
 from pytest_elr.scenario.suite import SHIPPED, NoScenariosError, scenario_files
@@ -87,9 +88,11 @@ def soak_suite(runs: int, paths: list[Path], out_dir: Path, levels: Sequence[str
             tag = f"run-{i}" if levels == ("auto",) else f"run-{i}-parallel-{level}"
             xml = out_dir / f"{tag}.xml"
             t0 = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly",
-                                   "-p", "no:cacheprovider", f"--junitxml={xml}", f"--elr-parallel={level}",
-                                   f"--elr-history-dir={out_dir / tag}"], capture_output=True, text=True)
+            with sigterm_interrupts():
+                proc = run_to_its_end([sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly",
+                                       "-p", "no:cacheprovider", f"--junitxml={xml}", f"--elr-parallel={level}",
+                                       f"--elr-history-dir={out_dir / tag}"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             walls[level].append(time.monotonic() - t0)
             results.append(_junit(xml) if xml.exists() else {})
             left.append(_leftovers())
