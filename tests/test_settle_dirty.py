@@ -47,6 +47,7 @@ from pytest_elr.actions import (
     ShutdownController,
     Slow,
     UncleanElection,
+    Unregister,
     Wait,
 )
 from pytest_elr.core.nodes import CONTROLLER, isolation_links
@@ -60,7 +61,7 @@ DRAWN: tuple[type, ...] = (
     BeginShutdown, CancelReassignment, Crash, CrashController, Cut, ElectLeaders, Flush, Heal,
     HoldDirAssignments, HoldHeartbeats, HoldMetadata, IsolateController, MoveLogDir, Pause, PowerOff,
     PowerOffController, Produce, Reassign, ReplaceDisk, Restart, RestartController, Resume,
-    SetClusterMinIsr, SetMinIsr, Shutdown, ShutdownController, Slow, UncleanElection, Wait,
+    SetClusterMinIsr, SetMinIsr, Shutdown, ShutdownController, Slow, UncleanElection, Unregister, Wait,
 )
 STEPS = 40
 

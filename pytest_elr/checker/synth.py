@@ -128,6 +128,7 @@ def every_event_type() -> SyntheticHistory:
           observed=obs.as_event(), model=obs.as_event())
     h.add("declared_difference", after="power_off", field="last_known_elr", model=[3], observed=[],
           reason="measured on Kafka 4.3.1", source="profile kafka")
+    h.add("start_settled", seconds=4.2, differs=[])
     h.add("known_failure_rested", at="T2", seconds=10.0, declared=["elr", "leader"], differs=["elr"])
     h.add("kip_departure", after="set_min_isr", rule="change_min_isr", summary="min ISR change clears ELR",
           reason="a ClearElrRecord whatever the ISR", source="measured on Kafka 4.3.1")

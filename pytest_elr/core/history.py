@@ -34,6 +34,8 @@ EVENT_TYPES: dict[str, str] = {
     "loss_evidence": "what a lossy shutdown took from its victim",
     "disagreement": "a real cluster did not reach the model's state after a fault",
     "declared_difference": "a difference from the model that the step or the profile declares, with its reason",
+    "start_settled": "the run's start waited (over a second) for the system to agree with the model's start, "
+                     "or never did within the settle timeout (differs)",
     "known_failure_rested": "at a step its release's known failure declares, the system rested in a state that "
                             "differs only as declared, and the wait for the model's state ended",
     "kip_departure": "the profile's rules did what KIP-966 would not (a documented difference), first time in the run",

@@ -210,7 +210,7 @@ class ModelCluster:
             twin.__dict__.update(broker.__dict__)  # every field immutable
         d["brokers"] = brokers
         for name in ("fenced", "cut", "slow", "heartbeats_held", "assignments_held", "metadata_held", "shutting_down",
-                     "dir_pending", "dir_offline",
+                     "unregistered", "dir_pending", "dir_offline",
                      "dir_late", "dir_due", "controllers_down", "controllers_cut_from_brokers",
                      "controllers_cut_from_controllers", "_touched"):
             d[name] = set(d[name])
