@@ -112,6 +112,8 @@ DRAIN_TIMEOUT_S = 30.0
 # its controlled shutdown waits for the controller that long), so a clean shutdown gets longer.
 CLEAN_SHUTDOWN_TIMEOUT_S = 330.0
 READ_TIMEOUT_S = 10.0  # a read at a step's end, for the proof of presence
+#: how long a new topic's replicas get for their directory assignments (several log dirs only)
+DIRECTORY_ASSIGNMENT_WAIT_S = 15.0
 OBSERVE_TRIES = 5  # reads of the partition until two agree around the fenced set
 
 # How the controller logs the AlterPartition requests it refuses (Kafka exposes no counter):
@@ -272,6 +274,25 @@ class KafkaBackend(Backend):
                         what=f"the controllers' metadata log record of every partition of {self.topic} (missing)")
         except TimeoutError as exc:
             raise BackendError(f"{exc} ({self.client.registration_miss})") from None
+        if cluster.log_dirs > 1:
+            self._await_directory_assignments(states, topic)
+
+    def _await_directory_assignments(self, states: list[PartitionState], topic: TopicSpec) -> None:
+        """With several log dirs the controller leaves a new replica's directory unassigned and each
+        broker assigns its own (AssignReplicasToDirs, KIP-858): one partition change a broker, so a
+        partition of N replicas is at partition epoch N once all landed. The last one landing after
+        the run's start moved every epoch before any fault (a CI rehearsal, 2026-11-27:
+        jbod_move_one_partition_of_three, epochs 2 -> 3 at the first move). Waited for up to
+        ``DIRECTORY_ASSIGNMENT_WAIT_S``; a release that assigns otherwise is let go then, as before."""
+        def unassigned() -> list[int]:
+            refreshed = self.client.refresh_metadata_logs()
+            return [st.partition for st, replicas in zip(states, topic.assignment, strict=True)
+                    if (reg := self.client.registration(st, refreshed)) is None
+                    or reg.partition_epoch < len(replicas)]
+
+        with contextlib.suppress(TimeoutError):
+            await_value(unassigned, lambda missing: not missing, timeout_s=DIRECTORY_ASSIGNMENT_WAIT_S,
+                        what=f"every replica's directory assignment of {self.topic}")
 
     @staticmethod
     def _instrumentation() -> Any:
