@@ -23,7 +23,7 @@ from pytest_elr.actions import (
 )
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.nodes import CONTROLLER, controller_of
-from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Result
+from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Refusal, Result
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import Rules
 from pytest_elr.model.timing import Timing
@@ -527,12 +527,13 @@ class UnregisteredReturnsClean(Fake):
         return super().apply(action)
 
 
-class UnregisterTwiceAccepted(Fake):
-    """Answers an unregister of a broker with no registration as done (no BROKER_ID_NOT_REGISTERED)."""
+class ReportsRefusalsAsAccepted(Fake):
+    """Swallows the controller's refusal (a harness that reads no error code): a reassignment
+    refused, an unregister of a broker with no registration answered as done."""
 
     def apply(self, action: Action) -> Result:
         result = super().apply(action)
-        return None if isinstance(action, Unregister) else result
+        return None if isinstance(result, Refusal) else result
 
 
 class FollowerChurnsAtStart(Fake):

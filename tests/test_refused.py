@@ -18,7 +18,7 @@ from pytest_elr.model.profiles import get_profile
 from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import parse_scenario
 from pytest_elr.sut.errors import KafkaProtocolError
-from tests.fake_backend import Fake
+from tests.fake_backend import Fake, ReportsRefusalsAsAccepted
 
 #: Kafka 4.4.0's refusal (tests/test_reassignment_stale_elr.py): the shrink keeps 1 and 2 in the ELR,
 #: the leader's unclean restart leaves the partition leaderless with ELR [1, 2], growing back is
@@ -59,14 +59,6 @@ class RefusesEveryReassign(Fake):
         if isinstance(action, Reassign):
             return Refusal(action.kind, "UNKNOWN_SERVER_ERROR")
         return super().apply(action)
-
-
-class ReportsRefusalsAsAccepted(Fake):
-    """Swallows the controller's refusal (a harness that reads no error code)."""
-
-    def apply(self, action: Action) -> Result:
-        result = super().apply(action)
-        return None if isinstance(result, Refusal) else result
 
 
 class RefusesWithAnotherCode(Fake):

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fake_backend import (
     Fake,
+    ReportsRefusalsAsAccepted,
     UnregisteredListedFenced,
     UnregisteredReturnsClean,
     UnregisterSweepsNothing,
-    UnregisterTwiceAccepted,
 )
 
 from pytest_elr.actions import Produce, Restart, Shutdown, Unregister
@@ -77,7 +77,7 @@ def test_the_scenario_passes_on_a_system_that_follows_the_rule() -> None:
 @pytest.mark.parametrize(("system", "step", "says"), [
     (UnregisterSweepsNothing, "running-follower-unregistered", "isr: expected [0, 2], observed [0, 1, 2]"),
     (UnregisteredListedFenced, "running-follower-unregistered", "fenced: expected [], observed [1]"),
-    (UnregisterTwiceAccepted, "unregistered-twice",
+    (ReportsRefusalsAsAccepted, "unregistered-twice",
      "refused: expected refused with BROKER_ID_NOT_REGISTERED, observed accepted"),
     (UnregisteredReturnsClean, "unregistered-back", "leader: expected none, observed 1"),
 ], ids=["isr-not-swept (mutant 1453)", "listed-fenced", "twice-accepted", "returns-clean"])
