@@ -22,7 +22,7 @@ from pytest_elr.schedule.explore import schedules
 
 SCHEDULES = 40
 #: explore's seed 0 on three partitions and with a spare broker (the rules those alone draw)
-MORE = 10
+MORE = 15
 
 
 def as_yaml(name: str, actions: list) -> str:  # type: ignore[type-arg]

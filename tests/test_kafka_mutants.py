@@ -899,3 +899,32 @@ def test_a_mutant_argued_equivalent_is_counted_apart_not_run_and_a_kill_refutes_
     assert km.report_main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / km.ARGUMENTS_FILE}:2: expected a mutant id" in err and "Traceback" not in err
+
+
+def test_retried_only_runs_the_rows_of_that_status_and_none_never_graded(
+        tmp_path: Path, index: km.CoverageIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run --retry 'timed out'`` alone also starts every covered mutant not graded yet (437 of them
+    in the fourth campaign's directory, where 11 time-outs were meant); ``--retried-only`` runs the
+    time-outs and nothing else."""
+    cut_off, survivor, never_run = mutant("m", 1), mutant("m", 2), mutant("m", 3)
+    rows = [{**dataclasses.asdict(cut_off), "status": "timed out", "runs_tried": 1, "runs_total": 2},
+            {**dataclasses.asdict(survivor), "status": "survived", "runs_tried": 2}]
+    campaign = tmp_path / "c"
+    campaign.mkdir()
+    (campaign / "results-1of1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    started: list[str] = []
+
+    def survive(m: km.Mutant, runs: Any, *args: Any) -> dict[str, Any]:
+        started.append(m.id)
+        return {"status": "survived", "runs_tried": len(runs)}
+
+    monkeypatch.setattr(km, "_child", survive)
+    every = [cut_off, survivor, never_run]
+    km.run_campaign(every, index, campaign, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"timed out"}), retried_only=True)
+    assert started == [cut_off.id]
+    km.run_campaign(every, index, campaign, budget_s=1e9, shard=(1, 1), mutant_timeout_s=60,
+                    retry=frozenset({"survived"}))
+    assert sorted(started[1:]) == sorted([cut_off.id, survivor.id, never_run.id])
+    with pytest.raises(SystemExit):
+        km.run_main(["--coverage", str(tmp_path), "--out", str(campaign), "--retried-only"])

@@ -277,3 +277,21 @@ def test_the_search_on_three_partitions_checks_every_partitions_invariants() -> 
     actions, violations = found
     assert {p for p in range(3) if any(f"partition={p} " in v for v in violations)} == {0, 1, 2}, violations
     assert violations_on(get_profile("legacy"), actions, partitions=3) != []
+
+
+def test_compare_generates_past_a_schedule_that_breaks_an_invariant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A schedule that breaks an invariant -- the ``kafka`` profile's known losses -- is still one to
+    compare on: the generator goes on past it (it stopped at the first, which kept ``unregister`` out
+    of the draws at stop 46). Every schedule here "breaks" one; all of them are still generated, and
+    the search itself, on the same check, stops at the first."""
+    from pytest_elr.schedule import search as search_module
+    from pytest_elr.schedule.compare import generated_schedules
+
+    class Broken:
+        def __str__(self) -> str:
+            return "invariant planted broken"
+
+    monkeypatch.setattr(search_module.invariants, "check", lambda model, committed: [Broken()])
+    assert len(generated_schedules(3, 8, "kafka")) == 3
+    found = search_module.search("kafka", max_examples=20, steps=8, shrink=False)
+    assert found is not None and found[1] == ["invariant planted broken"]

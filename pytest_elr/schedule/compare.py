@@ -37,6 +37,12 @@ def generated_schedules(count: int, steps: int, profile: str) -> list[list[Actio
     found: list[list[Action]] = []
 
     class Collect(machine_for(SearchConfig(profile=get_profile(profile)))):  # type: ignore[misc,valid-type]
+        def protocol_invariants(self) -> None:
+            """Not an invariant here (the override drops Hypothesis' mark): a schedule that breaks
+            one -- the ``kafka`` profile's known losses of acknowledged records, docs/model.md
+            "Findings about Kafka" -- is still one to hold Kafka to the model on, its verdict the
+            model's; raising would end the generation at the first such schedule."""
+
         def teardown(self) -> None:
             actions = list(self.actions)
             kinds = {a.kind for a in actions}

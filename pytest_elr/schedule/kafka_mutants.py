@@ -487,7 +487,7 @@ def resume_point(previous: dict[str, Any] | None, runs: Sequence[dict[str, Any]]
 def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, budget_s: float,
                  shard: tuple[int, int], mutant_timeout_s: float,
                  retry: frozenset[str] = frozenset(), parallel: int = 1,
-                 from_start: bool = False) -> list[dict[str, Any]]:
+                 from_start: bool = False, retried_only: bool = False) -> list[dict[str, Any]]:
     """Each mutant of this shard not graded yet (or whose status is in ``retry``), until the budget,
     up to ``parallel`` at once (each in a child process with its own cluster). A kill is judged by
     its scenario's control (``Controls``: run unmutated once per scenario in this shard, in the
@@ -495,7 +495,7 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
     file, a line per mutant as each ends; the budget stops starting mutants (running ones finish);
     an interrupt (Ctrl-C, SIGTERM) stops every child before it goes on. A timed-out mutant run
     again (``retry``) goes on after the covering runs it got through (``resume_point``) unless
-    ``from_start``."""
+    ``from_start``. ``retried_only``: none never graded, only the rows ``retry`` names."""
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / f"results-{shard[0]}of{shard[1]}.jsonl"
     controls = Controls(out / f"controls-{shard[0]}of{shard[1]}.jsonl", index.kafka_version,
@@ -504,7 +504,8 @@ def run_campaign(mutants: Sequence[Mutant], index: CoverageIndex, out: Path, *, 
     latest = results_of([out])
     done = {i: r for i, r in latest.items() if r["status"] not in retry}
     argued = {} if "equivalent" in retry else arguments_of([out])
-    todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done and m.id not in argued]
+    todo = [m for m in mutants if in_shard(m.id, shard) and m.id not in done and m.id not in argued
+            and (m.id in latest or not retried_only)]
     started = time.monotonic()
     new: list[dict[str, Any]] = []
     print(f"elr kafka-mutants: {len(todo)} to run in shard {shard[0]}/{shard[1]} ({len(done)} done before)",
@@ -816,7 +817,12 @@ def run_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-start", action="store_true",
                         help="with --retry 'timed out': run every covering run again (by default a mutant cut "
                              "off goes on after the runs it got through)")
+    parser.add_argument("--retried-only", action="store_true",
+                        help="with --retry: only the mutants whose last result has that status, none never graded "
+                             "(by default a retry also starts every covered mutant not graded yet)")
     args = parser.parse_args(argv)
+    if args.retried_only and not args.retry:
+        parser.error("--retried-only: give the status to run again with --retry")
     index = CoverageIndex(args.coverage / "lines.json")
     mutants = enumerate_mutants(index.kafka_version)
     if args.mutant:
@@ -849,7 +855,8 @@ def run_main(argv: list[str] | None = None) -> int:
         return 2
     run_campaign(mutants, index, args.out, budget_s=args.budget, shard=args.shard,
                  mutant_timeout_s=args.mutant_timeout, retry=frozenset(args.retry),
-                 parallel=args.parallel or cluster_slots(), from_start=args.from_start)
+                 parallel=args.parallel or cluster_slots(), from_start=args.from_start,
+                 retried_only=args.retried_only)
     results = results_of([args.out])
     lines, _ = summary(results)
     print("\n".join([*lines, control_cost(results, controls_of([args.out]))]))
