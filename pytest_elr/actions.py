@@ -845,18 +845,29 @@ class SetClusterMinIsr(Action):
 class UncleanElection(Action):
     """Set the topic's ``unclean.leader.election.enable`` and ask the controller for an election:
     the runbook of a partition left without an eligible leader (availability, at the price of what
-    the elected replica lacks)."""
+    the elected replica lacks). ``{enabled: true, elect: false}`` sets the config alone, as
+    ``kafka-configs.sh --alter`` does: the controller then elects uncleanly only where an event of
+    its own (a fencing, an unfencing, an unregistration) reconsiders a leaderless partition."""
 
     enabled: bool
+    elect: bool = True
     kind: ClassVar[str] = "unclean_election"
     operator: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
-        return [cls(enabled=r.boolean(arg, what))]
+        if not isinstance(arg, yaml.MappingNode):
+            return [cls(enabled=r.boolean(arg, what))]
+        doc = r.mapping(arg, what, ("enabled", "elect"))
+        if "enabled" not in doc:
+            r.fail(arg, f"{what}: missing 'enabled' (true or false), e.g. {{enabled: true, elect: false}}")
+        elect = r.boolean(doc["elect"], f"{what}.elect") if "elect" in doc else True
+        return [cls(enabled=r.boolean(doc["enabled"], f"{what}.enabled"), elect=elect)]
 
     def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
-        return [{"unclean_election": self.enabled}]
+        if self.elect:
+            return [{"unclean_election": self.enabled}]
+        return [{"unclean_election": {"enabled": self.enabled, "elect": False}}]
 
 
 @dataclass(frozen=True)

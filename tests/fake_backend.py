@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
+from unittest import mock
 
 from pytest_elr.actions import (
     Action,
@@ -24,6 +25,7 @@ from pytest_elr.actions import (
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.nodes import CONTROLLER, controller_of
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Refusal, Result
+from pytest_elr.model import controller
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import Rules
 from pytest_elr.model.timing import Timing
@@ -506,6 +508,19 @@ class UnregisterSweepsNothing(Fake):
         model.fenced.add(action.broker)  # never active again, as the model has it, but no ISR sweep
         model.settle()
         return None
+
+
+class UnregisterSkipsElrPass(Fake):
+    """Kafka 4.4.0 with ``handleBrokerUnregistered``'s ELR pass removed (mutant 1455): no change is
+    built for the partitions whose ELR holds the broker, so a leaderless one whose topic allows
+    unclean elections waits for the controller's timer instead of electing at once."""
+
+    def apply(self, action: Action) -> Result:
+        if not isinstance(action, Unregister):
+            return super().apply(action)
+        # Only this apply, on the fake's own model: the executor's oracle applies the step apart.
+        with mock.patch.object(controller, "reconsider_after_unregistration", lambda part, ctx: None):
+            return super().apply(action)
 
 
 class UnregisteredListedFenced(Fake):

@@ -14,10 +14,11 @@ from fake_backend import (
     ReportsRefusalsAsAccepted,
     UnregisteredListedFenced,
     UnregisteredReturnsClean,
+    UnregisterSkipsElrPass,
     UnregisterSweepsNothing,
 )
 
-from pytest_elr.actions import Produce, Restart, Shutdown, Unregister
+from pytest_elr.actions import Produce, Restart, Shutdown, UncleanElection, Unregister
 from pytest_elr.core.observation import Refusal
 from pytest_elr.model.cluster import ModelCluster
 from pytest_elr.model.profiles import get_profile
@@ -121,3 +122,38 @@ def test_what_is_not_measured_is_refused() -> None:
     m.apply(BeginShutdown(broker=0))
     with pytest.raises(ModelError, match="controlled shutdown"):
         m.apply(Unregister(broker=0))
+
+
+UNCLEAN_ALLOWED = SCENARIO.with_name("operator_unregisters_elr_member_unclean_allowed.elr.yaml")
+
+
+@pytest.mark.parametrize("profile", ["kafka", "kip966"])
+def test_unregistering_an_elr_member_elects_where_the_topic_allows_unclean(profile: str) -> None:
+    """The config alone elects nobody; the unregistration's ELR pass elects the replica that is back."""
+    m = ModelCluster((0, 1, 2), [0, 1, 2], 2, get_profile(profile))
+    m.apply(Produce(count=3))
+    for b in (2, 1, 0):
+        m.apply(Shutdown(broker=b))
+    m.apply(Restart(broker=2))
+    m.apply(UncleanElection(enabled=True, elect=False))
+    assert (m.observe().leader, m.observe().elr) == (None, (0, 1)), "the config alone elects nobody"
+    m.apply(Unregister(broker=0))
+    o = m.observe()
+    assert (o.leader, o.isr, o.elr) == (2, (2,), ())
+    # without the config, nobody: 2 is in neither the ISR nor the ELR
+    m = ModelCluster((0, 1, 2), [0, 1, 2], 2, get_profile(profile))
+    for b in (2, 1, 0):
+        m.apply(Shutdown(broker=b))
+    m.apply(Restart(broker=2))
+    m.apply(Unregister(broker=0))
+    assert m.observe().leader is None
+
+
+def test_the_elr_pass_removed_is_caught_where_it_elects() -> None:
+    """Kafka mutant 1455's behaviour, planted in the system: caught at the unregistration, on the leader."""
+    scenario = load_scenario(UNCLEAN_ALLOWED)
+    assert run_scenario(scenario, Fake(), "kafka").passed
+    result = run_scenario(scenario, UnregisterSkipsElrPass(), "kafka")
+    assert not result.passed
+    assert "step elr-member-unregistered" in result.message and "leader: expected 2, observed none" in result.message, \
+        result.message

@@ -605,19 +605,19 @@ class KafkaBackend(Backend):
 
     @_do.register
     def _(self, action: UncleanElection) -> Result:
-        """IncrementalAlterConfigs on the topic, then (when turned on) ElectLeaders with election
-        type UNCLEAN, as the runbook does: the controller's own check for leaderless partitions
-        runs on a timer. The config is the topic's, so the request names every partition of it, as
-        the model elects in each. ELECTION_NOT_NEEDED (a leader is there) and
-        ELIGIBLE_LEADERS_NOT_AVAILABLE (no replica is unfenced) are answers, not failures: the
-        state says what happened."""
+        """IncrementalAlterConfigs on the topic, then (when turned on, unless ``elect: false``)
+        ElectLeaders with election type UNCLEAN, as the runbook does: the controller's own check for
+        leaderless partitions runs on a timer set beyond any run (sut/config.py). The config is the
+        topic's, so the request names every partition of it, as the model elects in each.
+        ELECTION_NOT_NEEDED (a leader is there) and ELIGIBLE_LEADERS_NOT_AVAILABLE (no replica is
+        unfenced) are answers, not failures: the state says what happened."""
         admin = AdminClient({"bootstrap.servers": self._bootstrap()})
         entry = ConfigEntry("unclean.leader.election.enable", "true" if action.enabled else "false",
                             incremental_operation=AlterConfigOpType.SET)
         resource = ConfigResource(ResourceType.TOPIC, self.topic, incremental_configs=[entry])
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=PRODUCE_TIMEOUT_S)
-        if action.enabled:
+        if action.enabled and action.elect:
             return self._elect_leaders(action, admin, ElectionType.UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                                        range(self._partitions))
         return None

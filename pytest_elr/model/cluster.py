@@ -879,8 +879,10 @@ class ModelCluster:
         ``brokerToRemove`` over the partitions whose ISR holds it (out of the ISR and leadership, as a
         fencing), then over those whose ELR holds it, where the target ISR is unchanged and nothing
         moves: it stays in the ELR (measured on 4.4.0, docs/probes/unregister_broker.py, though the
-        method's comment says "remove this broker from any ISR or ELR"). The ELR rules of the
-        change are a fencing's (KIP-966: a replica leaving the ISR below min ISR goes to the ELR)."""
+        method's comment says "remove this broker from any ISR or ELR") -- but that pass elects,
+        with the topic's unclean config, where the partition has no leader
+        (``controller.reconsider_after_unregistration``). The ELR rules of the change are a
+        fencing's (KIP-966: a replica leaving the ISR below min ISR goes to the ELR)."""
         b = action.broker
         if b in self.unregistered:
             # A broker restarted but not registered again still has its old registration: only an
@@ -889,9 +891,14 @@ class ModelCluster:
         if b in self.shutting_down or b in self.metadata_held:
             raise ModelError(f"unregister {b}: the broker is in a controlled shutdown or its metadata is held, and "
                              "how unregistering ends either is not measured (not modelled): heal first")
+        # The ELR pass reads the partitions as they were before the event (its records are replayed
+        # after both passes).
+        in_elr = [p.part for p in self.partitions.values() if b in p.part.elr]
         self.unregistered.add(b)
         if b not in self.fenced:
             self._fence(b)
+        for part in in_elr:
+            controller.reconsider_after_unregistration(part, self.ctx)
         return None
 
     @_do.register
@@ -1043,7 +1050,7 @@ class ModelCluster:
     @_do.register
     def _(self, action: UncleanElection) -> Result:
         for p in self.partitions.values():  # the topic's config: every partition of it
-            controller.set_unclean_election(p.part, action.enabled, self.ctx)
+            controller.set_unclean_election(p.part, action.enabled, action.elect, self.ctx)
         return None
 
     @_do.register

@@ -398,11 +398,14 @@ def change_cluster_min_isr(part: PartitionRecord, new_min_isr: int, ctx: Control
 
 
 @one_partition_change
-def set_unclean_election(part: PartitionRecord, enabled: bool, ctx: ControllerContext) -> None:
-    """The topic's ``unclean.leader.election.enable`` changed; the controller then tries an
-    election at once (on Kafka: the ElectLeaders request with election type UNCLEAN that the
-    runbook sends). Under the full KIP the setting maps onto ``unclean.recovery.strategy``: on is
-    Aggressive, off the strategy the topic had.
+def set_unclean_election(part: PartitionRecord, enabled: bool, elect: bool, ctx: ControllerContext) -> None:
+    """The topic's ``unclean.leader.election.enable`` changed; with ``elect`` the controller then
+    tries an election at once (on Kafka: the ElectLeaders request with election type UNCLEAN that
+    the runbook sends). The config alone elects nobody: Kafka's own check of leaderless partitions
+    (``QuorumController.maybeScheduleNextElectUncleanLeaders``) runs on a timer the harness sets
+    beyond any run (``unclean.leader.election.interval.ms``, pytest_elr/sut/config.py), and the model
+    has no clock; later events elect with the config (``maybe_elect``). Under the full KIP the
+    setting maps onto ``unclean.recovery.strategy``: on is Aggressive, off the strategy the topic had.
 
     KIP-966, "Unclean recovery": "unclean.leader.election.enable=true, the controller will randomly
     elect a leader if the last ISR member gets fenced." "Other" 3: "unclean.leader.election.enable.true
@@ -411,8 +414,27 @@ def set_unclean_election(part: PartitionRecord, enabled: bool, ctx: ControllerCo
     Mutation switch: none (``unclean_leader_election`` decides who).
     """
     ctx.unclean_election = enabled
-    maybe_elect(part, ctx)
+    if elect:
+        maybe_elect(part, ctx)
 
+
+
+@one_partition_change
+def reconsider_after_unregistration(part: PartitionRecord, ctx: ControllerContext) -> None:
+    """An unregistered broker was in the partition's ELR: Kafka builds a change for the partition
+    with the broker removed (``ReplicationControlManager.handleBrokerUnregistered``'s second
+    ``generateLeaderAndIsrUpdates``), which moves nothing in the ELR (measured on 4.4.0,
+    docs/probes/unregister_broker.py) but elects where the leader is gone, with the topic's
+    election: under ``unclean.leader.election.enable`` any unfenced replica (``PartitionChangeBuilder
+    .electAnyLeader``). The release elects there at once; without this pass the partition waits for
+    the controller's timer (Kafka mutant 1455, docs/kafka-mutants.md).
+
+    KIP-966, "Unclean recovery": "unclean.leader.election.enable=true, the controller will randomly
+    elect a leader if the last ISR member gets fenced." The KIP does not speak of unregistration.
+
+    Mutation switch: none.
+    """
+    maybe_elect(part, ctx)
 
 
 @one_partition_change

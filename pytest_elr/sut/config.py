@@ -39,6 +39,11 @@ initial.broker.registration.timeout.ms 30000     [60000] fail fast when a broker
                                                  register
 auto.leader.rebalance.enable [true]    false     leadership moves only when a test says
 unclean.leader.election.enable         false     (default) no unclean elections
+unclean.leader.election.interval.ms    3600000   [300000] the controller's timed unclean
+                                                 election of leaderless partitions whose
+                                                 topic allows one stays out of every run:
+                                                 the model has no clock (it elects on a
+                                                 request or an event: docs/model.md)
 group.initial.rebalance.delay.ms       0         [3000] consumers join at once
 offsets/transaction topics             RF<=3,    few partitions: faster first consumer
                                        3 parts
@@ -92,6 +97,7 @@ TUNING: dict[str, str] = {
     "initial.broker.registration.timeout.ms": "30000",
     "auto.leader.rebalance.enable": "false",
     "unclean.leader.election.enable": "false",
+    "unclean.leader.election.interval.ms": "3600000",
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "3",
