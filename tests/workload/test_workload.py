@@ -181,8 +181,11 @@ def test_stop_marks_outstanding_sends_indeterminate(cluster: KafkaCluster, clien
         stats = producer.stop(0.5)
     history.close("passed")
     print(f"stats {stats}")
-    # Purged in flight or never called back before the deadline: either way indeterminate, never failed.
-    assert stats.in_flight == 0 and sum(stats.indeterminate.values()) >= 20 and not stats.failed
+    # Purged in flight or never called back before the deadline: either way indeterminate, never
+    # failed. Only a send still in the client's own queue, never transmitted, is definitely not
+    # written (PURGE_QUEUE: a loaded CI runner, 2026-11-27, queued 90 of 410 behind the in-flight ones).
+    assert stats.in_flight == 0 and sum(stats.indeterminate.values()) >= 20
+    assert set(stats.failed) <= {"PURGE_QUEUE"}, stats.failed
     assert stats.completed == stats.sent
     _assert_one_completion_each(history)
 
