@@ -970,6 +970,61 @@ class CancelReassignment(Action):
 
 
 @dataclass(frozen=True)
+class ForgedAlterPartition(Action):
+    """An AlterPartition (v3) the harness sends to the active controller as the partition's leader
+    would, with the leader and partition epochs the controller has now: what no broker sends, to hold
+    the controller's own checks to the model (KIP-903's sender and member epochs, KIP-704's recovery
+    state, the ISR's shape). ``isr`` (left out: the ISR as it stands), each member at its current
+    broker epoch; ``leader_recovery_state: recovering`` (a Kafka leader always sends ``recovered``);
+    ``broker_epoch: stale`` (the sender's epoch one below its registration's); ``partition: N``. The
+    answer is the request's or the partition's error code (``refused:``), NEW_LEADER_ELECTED when
+    the change it made moved the leader away."""
+
+    isr: tuple[int, ...] | None = None
+    recovering: bool = False
+    stale_broker_epoch: bool = False
+    partition: int = 0
+    kind: ClassVar[str] = "alter_partition"
+    operator: ClassVar[bool] = True
+
+    @classmethod
+    def parse(cls, form: str, arg: yaml.Node, r: Reader, what: str) -> list[Action]:
+        if not isinstance(arg, yaml.MappingNode):
+            r.fail(arg, f"{what}: expected a mapping, e.g. {{isr: [2], leader_recovery_state: recovering}} "
+                        "({} sends the partition's state as it stands)")
+        doc = r.mapping(arg, what, ("isr", "leader_recovery_state", "broker_epoch", PARTITION))
+        isr = None
+        if "isr" in doc:
+            if not isinstance(doc["isr"], yaml.SequenceNode):
+                r.fail(doc["isr"], f"{what}.isr: expected a list of broker ids, e.g. [0, 2]")
+            isr = r.brokers_list(doc["isr"], f"{what}.isr")
+            twice = sorted({b for b in isr if isr.count(b) > 1})
+            if twice:  # Kafka's controller refuses it (INVALID_REQUEST); a scenario meaning it is a typo
+                r.fail(doc["isr"], f"{what}.isr: broker {twice[0]} is listed twice")
+        recovery = r.string(doc["leader_recovery_state"], f"{what}.leader_recovery_state",
+                            ("recovered", "recovering")) if "leader_recovery_state" in doc else "recovered"
+        epoch = r.string(doc["broker_epoch"], f"{what}.broker_epoch",
+                         ("current", "stale")) if "broker_epoch" in doc else "current"
+        return [cls(isr=None if isr is None else tuple(isr), recovering=recovery == "recovering",
+                    stale_broker_epoch=epoch == "stale", partition=_partition(doc, r, what))]
+
+    def to_yaml(self, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        arg: dict[str, Any] = {}
+        if self.isr is not None:
+            arg["isr"] = list(self.isr)
+        if self.recovering:
+            arg["leader_recovery_state"] = "recovering"
+        if self.stale_broker_epoch:
+            arg["broker_epoch"] = "stale"
+        if self.partition:
+            arg[PARTITION] = self.partition
+        return [{"alter_partition": arg}]
+
+    def named_brokers(self) -> tuple[int, ...]:
+        return self.isr or ()
+
+
+@dataclass(frozen=True)
 class Wait(Action):
     """Let time pass (a real cluster's timers run; the model has no clock)."""
 
@@ -988,7 +1043,8 @@ class Wait(Action):
 __all__ = [
     "ACTIONS", "ACTIVE_CONTROLLER", "ALL_CONTROLLERS", "Acks", "Action", "BeginShutdown", "BrokerAction",
     "CancelReassignment", "CONTROLLER_SCOPES", "ControllerAction", "ControllerScope", "Crash", "CrashController",
-    "Cut", "ElectLeaders", "Flush", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats", "HoldMetadata",
+    "Cut", "ElectLeaders", "Flush", "ForgedAlterPartition", "FORMS", "Heal", "HoldDirAssignments", "HoldHeartbeats",
+    "HoldMetadata",
     "IsolateController",
     "Lifecycle", "Node", "Pause", "PowerOff", "PowerOffController", "Produce", "Reassign", "ReplaceDisk", "Restart",
     "RestartController", "Resume", "SetClusterMinIsr", "SetMinIsr", "Shutdown", "ShutdownController", "Slow",

@@ -13,6 +13,7 @@ from pytest_elr.actions import (
     Action,
     CrashController,
     Cut,
+    ForgedAlterPartition,
     Heal,
     HoldMetadata,
     IsolateController,
@@ -572,3 +573,41 @@ class FollowerChurnsAtStart(Fake):
         if self.observed <= 2:
             return replace(obs, isr=obs.isr[:-1], partition_epoch=epoch + 1)
         return replace(obs, partition_epoch=epoch + 2)
+
+
+class ForgedAlterPartitionMutant(Fake):
+    """Kafka 4.4.0's controller with one of the AlterPartition checks mutated (docs/kafka-mutants.md):
+    the system's own answer to a forged ``alter_partition`` as that mutant gives it. ``mutant``:
+    ``1083`` (``checkBrokerEpoch`` removed: a stale sender is taken), ``1158`` (a change that keeps the
+    leader answered NEW_LEADER_ELECTED), ``1356`` (RECOVERING refused with an ISR of one too),
+    ``1365`` (the RECOVERED -> RECOVERING check inverted)."""
+
+    mutant: ClassVar[str] = ""
+
+    def apply(self, action: Action) -> Result:
+        if not isinstance(action, ForgedAlterPartition):
+            return super().apply(action)
+        original_answer, mutant = controller.answer_alter_partition, self.mutant
+
+        def recovery_state_refused(part: Any, req: Any) -> str | None:
+            if not req.recovering:
+                return None
+            if mutant == "1356":  # ``newIsr.length > 1`` became ``>= 1`` (or negated): one replica refused
+                return "INVALID_REQUEST"
+            # 1365: ``partition.leaderRecoveryState == RECOVERED`` negated
+            return "INVALID_REQUEST" if len(req.isr) > 1 or part.recovering else None
+
+        def answer(part: Any, req: Any, ctx: Any) -> str | None:
+            epoch = part.partition_epoch
+            said = original_answer(part, req, ctx)
+            if said is None and part.partition_epoch != epoch:
+                return "NEW_LEADER_ELECTED"  # 1158: ``change.leader() != NO_LEADER_CHANGE`` negated
+            return said
+
+        patch = {"1083": ("stale_sender", lambda req, ctx: None),  # ``checkBrokerEpoch`` removed
+                 "1158": ("answer_alter_partition", answer),
+                 "1356": ("recovery_state_refused", recovery_state_refused),
+                 "1365": ("recovery_state_refused", recovery_state_refused)}[mutant]
+        # Only this apply, on the fake's own model: the executor's oracle applies the step apart.
+        with mock.patch.object(controller, *patch):
+            return super().apply(action)

@@ -45,6 +45,7 @@ from pytest_elr.actions import (
     Cut,
     ElectLeaders,
     Flush,
+    ForgedAlterPartition,
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
@@ -669,6 +670,11 @@ class KafkaBackend(Backend):
     @_do.register
     def _(self, action: Unregister) -> Result:
         return self._operator_request(action, lambda: self.client.unregister_broker(action.broker))
+
+    @_do.register
+    def _(self, action: ForgedAlterPartition) -> Result:
+        return self._operator_request(action, lambda: self.client.forge_alter_partition(
+            self.topic, action.partition, action.isr, action.recovering, action.stale_broker_epoch))
 
     @staticmethod
     def _operator_request(action: Action, ask: Callable[[], None]) -> Refusal | None:

@@ -35,8 +35,11 @@ PRODUCE_ERRORS: tuple[str, ...] = (
 #: what a ``rejected:`` expectation may name: the controller's answer to a leader's AlterPartition
 ALTER_PARTITION_ERRORS: tuple[str, ...] = ("INELIGIBLE_REPLICA", "INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH")
 #: what a ``refused:`` expectation may name: the controller's answer refusing an operator request
-#: (AlterPartitionReassignments: ``reassign``, ``cancel_reassignment``)
+#: (AlterPartitionReassignments: ``reassign``, ``cancel_reassignment``; a forged ``alter_partition``)
 OPERATOR_ERRORS: tuple[str, ...] = (
     "UNKNOWN_SERVER_ERROR", "NO_REASSIGNMENT_IN_PROGRESS", "INVALID_REPLICA_ASSIGNMENT", "INVALID_REQUEST",
     "UNKNOWN_TOPIC_OR_PARTITION", "BROKER_ID_NOT_REGISTERED",
+    # a forged AlterPartition's (``alter_partition``): KIP-903's, the epochs', KIP-704's answers
+    "STALE_BROKER_EPOCH", "NOT_CONTROLLER", "FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", "INELIGIBLE_REPLICA",
+    "NEW_LEADER_ELECTED",
 )

@@ -29,6 +29,7 @@ from pytest_elr.actions import (
     Cut,
     ElectLeaders,
     Flush,
+    ForgedAlterPartition,
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
@@ -1079,6 +1080,27 @@ class ModelCluster:
             return Refusal(action.kind, error)
         self._follow_assignment(p)
         return None
+
+    @_do.register
+    def _(self, action: ForgedAlterPartition) -> Result:
+        # As the leader would send it: the controller's epochs now, each member at its registration's
+        # epoch; the sender's one below its own when ``stale_broker_epoch`` (any other epoch is stale).
+        p = self.partitions[action.partition]
+        part = p.part
+        if part.leader is None:
+            raise ModelError(f"alter_partition: partition {action.partition} has no leader to send it as")
+        epoch = self.brokers[part.leader].epoch
+        req = AlterPartition(
+            leader=part.leader, leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch,
+            new_isr=tuple((b, self.brokers[b].epoch) for b in (part.isr if action.isr is None else action.isr)),
+            broker_epoch=epoch - 1 if action.stale_broker_epoch else epoch, recovering=action.recovering)
+        was_recovering = part.recovering
+        answer = controller.answer_alter_partition(part, req, self.ctx)
+        if was_recovering and not part.recovering and len(set(part.isr) | set(part.elr)) < p.frozen_min_isr:
+            # No leader ends RECOVERING before a follower joins: the protocol's exemption of an unclean
+            # election from ISR + ELR >= min ISR is ended by the harness's request alone.
+            p.quorum_shrunk_by = "a forged AlterPartition ended RECOVERING with ISR + ELR under min ISR"
+        return None if answer is None else Refusal(action.kind, answer)
 
     @_do.register
     def _(self, action: Wait) -> Result:

@@ -295,40 +295,132 @@ def unfence(part: PartitionRecord, ctx: ControllerContext) -> None:
 
 @one_partition_change
 def alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerContext) -> str | None:
-    """The leader's AlterPartition: refused with an error code (``reject_alter_partition``), or
-    applied as a proposed ISR. A follower joining ends the RECOVERING state of an unclean election.
+    """An AlterPartition: refused with an error code (``reject_alter_partition``), or applied as a
+    proposed ISR with the LeaderRecoveryState it asks for (a Kafka leader asks RECOVERED, so the
+    first follower it lets in ends the RECOVERING state of an unclean election). A request that
+    changes nothing writes no record.
 
     KIP-966, "Controller behaviors" 1: "When the controller receives the new ISR, it will trigger
-    an ELR update."
+    an ELR update." Kafka's ``PartitionChangeBuilder.build()``: "if (targetLeaderRecoveryState !=
+    partition.leaderRecoveryState) record.setLeaderRecoveryState(...)"; "if
+    (changeRecordIsNoOp(record)) return Optional.empty()".
 
     Mutation switch: none (``reject_alter_partition`` has two).
     """
     error = reject_alter_partition(part, req, ctx)
     if error is not None:
         return error
-    if len(req.isr) > 1:
-        part.recovering = False
+    if sorted(req.isr) == sorted(part.isr) and req.recovering == part.recovering and not part.reassigning:
+        return None
+    part.recovering = req.recovering
     propose_isr(part, req.isr, ctx)
     return None
 
 
-def reject_alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerContext) -> str | None:
-    """Why the controller refuses an AlterPartition, or None. A request from an old leader or
-    against an old partition epoch is refused outright (Kafka's checks, outside the seeds). A
-    follower may join the ISR only while unfenced, and only with the broker epoch of its latest
-    registration as the leader saw it in the follower's fetches.
+def answer_alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerContext) -> str | None:
+    """The controller's answer to an AlterPartition: its refusal, else NEW_LEADER_ELECTED when the
+    change it applied moved the leader off the sender (a reassignment the ISR completed), else None.
 
-    KIP-903, "Proposed Design" > Controller: "The controller will make sure all the broker epochs
-    in the ISR match with the latest broker epochs before persisting this change. If not, it will
+    Kafka's ``ReplicationControlManager.alterPartition`` (4.4.0): "if (change.leader() !=
+    request.brokerId() && change.leader() != NO_LEADER_CHANGE)" answers NEW_LEADER_ELECTED, the
+    record written all the same.
+
+    Mutation switch: none.
+    """
+    leader = part.leader
+    error = alter_partition(part, req, ctx)
+    if error is None and part.leader != leader:
+        return "NEW_LEADER_ELECTED"
+    return error
+
+
+def reject_alter_partition(part: PartitionRecord, req: AlterPartition, ctx: ControllerContext) -> str | None:
+    """Why the controller refuses an AlterPartition, or None: its checks in the order of Kafka's
+    ``ReplicationControlManager.alterPartition`` and ``validateAlterPartitionData`` (4.4.0), the
+    first that refuses answers.
+
+    Mutation switches: ``Rules.elect_only_unfenced`` and ``Rules.check_broker_epoch``
+    (``ineligible_member``).
+    """
+    return (stale_sender(req, ctx) or epochs_refused(part, req) or isr_shape_refused(part, req)
+            or recovery_state_refused(part, req) or ineligible_member(req, ctx))
+
+
+def stale_sender(req: AlterPartition, ctx: ControllerContext) -> str | None:
+    """STALE_BROKER_EPOCH, for the whole request, when the sender's broker epoch is not its
+    registration's (``ClusterControlManager.checkBrokerEpoch``, called first by
+    ``ReplicationControlManager.alterPartition``): a leader from an ended incarnation. Kafka's check,
+    not the seeds': KIP-903 asks the controller for the ISR members' epochs only; the request's own
+    ``BrokerEpoch`` is "The epoch of the requesting broker" in its schema.
+
+    Mutation switch: none.
+    """
+    if req.broker_epoch is not None and req.broker_epoch != ctx.broker_epoch(req.leader):
+        return "STALE_BROKER_EPOCH"
+    return None
+
+
+def epochs_refused(part: PartitionRecord, req: AlterPartition) -> str | None:
+    """Epochs ahead of the controller's: NOT_CONTROLLER (this controller may be behind); a leader
+    epoch behind: FENCED_LEADER_EPOCH; a sender that is not the leader: INVALID_REQUEST; a partition
+    epoch behind: INVALID_UPDATE_VERSION (a request overtaken by another change). Kafka's checks,
+    outside the seeds (``validateAlterPartitionData``).
+
+    Mutation switch: none.
+    """
+    if req.leader_epoch > part.leader_epoch or req.partition_epoch > part.partition_epoch:
+        return "NOT_CONTROLLER"
+    if req.leader_epoch < part.leader_epoch:
+        return "FENCED_LEADER_EPOCH"
+    if req.leader != part.leader:
+        return "INVALID_REQUEST"
+    if req.partition_epoch < part.partition_epoch:
+        return "INVALID_UPDATE_VERSION"
+    return None
+
+
+def isr_shape_refused(part: PartitionRecord, req: AlterPartition) -> str | None:
+    """INVALID_REQUEST for an ISR with a replica not assigned or listed twice
+    (``Replicas.validateIsr``), or without the leader: "The ISR must always include the current
+    leader" (``validateAlterPartitionData``).
+
+    Mutation switch: none.
+    """
+    isr = req.isr
+    if len(set(isr)) != len(isr) or not set(isr) <= set(part.replicas) or req.leader not in isr:
+        return "INVALID_REQUEST"
+    return None
+
+
+def recovery_state_refused(part: PartitionRecord, req: AlterPartition) -> str | None:
+    """INVALID_REQUEST for RECOVERING with more than one replica in the ISR, or for a RECOVERED
+    partition asked to become RECOVERING: only an unclean election makes a partition RECOVERING, and
+    only its leader, alone, recovers it.
+
+    Kafka's checks (KIP-704, not among the seeds), ``validateAlterPartitionData``'s refusals read
+    "the ISR ... had more than one replica while the leader was still recovering from an unclean
+    leader election" and "the leader recovery state cannot change from RECOVERED to RECOVERING".
+
+    Mutation switch: none.
+    """
+    if req.recovering and (len(req.isr) > 1 or not part.recovering):
+        return "INVALID_REQUEST"
+    return None
+
+
+def ineligible_member(req: AlterPartition, ctx: ControllerContext) -> str | None:
+    """INELIGIBLE_REPLICA for a member that may not join: a follower may join the ISR only while
+    unfenced and not shutting down, and only with the broker epoch of its latest registration as the
+    leader saw it in the follower's fetches. (The leader's own entry is not asked: under ELR a leader
+    fenced or shutting down has already been replaced.)
+
+    KIP-903, "Proposed Design" > Controller: "The controller will make sure all the broker epochs in
+    the ISR match with the latest broker epochs before persisting this change. If not, it will
     reject the request with the error code INELIGIBLE_REPLICA."
 
     Mutation switches: ``Rules.elect_only_unfenced`` (the fenced check), ``Rules.check_broker_epoch``
     (the epoch check).
     """
-    if req.leader != part.leader or req.leader_epoch != part.leader_epoch:
-        return "FENCED_LEADER_EPOCH"
-    if req.partition_epoch != part.partition_epoch:
-        return "INVALID_UPDATE_VERSION"
     for broker, epoch in req.new_isr:
         if broker == req.leader:
             continue

@@ -94,6 +94,10 @@ class AlterPartition:
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[tuple[int, int], ...]  # (broker, broker epoch as seen in its fetches)
+    #: the sender's own broker epoch (KIP-903); None: its registration's, as a running leader sends
+    broker_epoch: int | None = None
+    #: the LeaderRecoveryState asked for (KIP-704): a Kafka leader always sends RECOVERED
+    recovering: bool = False
 
     @property
     def isr(self) -> list[int]:

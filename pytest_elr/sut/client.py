@@ -177,6 +177,33 @@ class ClusterClient:
         except KafkaProtocolError:
             return None
 
+    def forge_alter_partition(self, topic: str, partition: int, isr: Sequence[int] | None, recovering: bool,
+                              stale_broker_epoch: bool) -> None:
+        """Send the active controller an AlterPartition as the partition's leader would: the leader
+        and partition epochs, the ISR (``None``: as it stands) and every broker epoch as the
+        controller's metadata log has them now, the sender's one below its own when
+        ``stale_broker_epoch``. Its refusal is raised (``KafkaProtocolError`` with the code).
+
+        An ISR of the same members is sent in the order the controller stored it: Kafka's
+        ``PartitionChangeBuilder`` writes a record for a new order alone."""
+        controller = self.active_controller()
+        if controller is None:
+            raise KafkaProtocolError("AlterPartition: no controller is active to send it to")
+        log = self.cluster.metadata_log(controller)
+        log.refresh()
+        states, topic_id = log.replayed(topic, partition), log.topic_id(topic)
+        if not states or topic_id is None:
+            raise KafkaProtocolError(
+                f"AlterPartition: controller {controller}'s metadata log has no {topic}-{partition}")
+        now, epochs = states[-1], log.broker_epochs()
+        if now.leader is None or now.leader not in epochs:
+            raise KafkaProtocolError(f"AlterPartition: {topic}-{partition} has no registered leader to send it as")
+        members = now.isr_order if isr is None or sorted(isr) == sorted(now.isr) else tuple(isr)
+        port = self.cluster.node(controller).controller_port
+        admin.alter_partition(HOST, port, now.leader, epochs[now.leader] - stale_broker_epoch, topic_id, partition,
+                              now.leader_epoch, now.partition_epoch, [(b, epochs.get(b, -1)) for b in members],
+                              recovering)
+
     def local_leo(self, node: int, tp: tuple[str, int]) -> int | None:
         """``node``'s own log end offset of partition ``tp`` (None: no answer)."""
         try:

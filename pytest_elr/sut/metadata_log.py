@@ -7,6 +7,7 @@ parsed with :mod:`pytest_elr.sut.record_batches` and replayed as Kafka's
 ``PartitionRegistration.merge`` does (a change record carries only what changed; every change
 bumps the partition epoch, a new leader the leader epoch).
 
+Brokers' epochs are read from ``RegisterBrokerRecord`` (and dropped by ``UnregisterBrokerRecord``).
 Record layouts from Kafka's public metadata schemas (``TopicRecord``, ``PartitionRecord``,
 ``PartitionChangeRecord``, ``ClearElrRecord``; every version flexible). ``ClearElrRecord`` (key 28,
 one field, the topic's name, empty for every topic) follows a change of ``min.insync.replicas``:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from pytest_elr.sut.node import KafkaNode
 
 METADATA_DIR = f"{DATA_DIR}/__cluster_metadata-0"
+REGISTER_BROKER_RECORD, UNREGISTER_BROKER_RECORD = 0, 1
 TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, CLEAR_ELR_RECORD = 2, 3, 5, 28
 NO_LEADER, NO_LEADER_CHANGE = -1, -2
 RECOVERING = 1
@@ -54,6 +56,8 @@ class Registration:
     replicas: tuple[int, ...] = ()
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    #: the ISR in the record's order (``isr`` is sorted): Kafka writes a record for a new order alone
+    isr_order: tuple[int, ...] = ()
 
 
 class MetadataLog:
@@ -65,6 +69,16 @@ class MetadataLog:
         self._staging = f"/run/kafka/metadata-read-{secrets.token_hex(4)}"  # this reader's copies
         self._topics: dict[bytes, str] = {}  # topic id -> name
         self._states: dict[tuple[str, int], list[Registration]] = {}
+        self._broker_epochs: dict[int, int] = {}  # broker -> the epoch of its latest registration
+
+    def topic_id(self, topic: str) -> bytes | None:
+        """The topic's id as its TopicRecord gave it, at the last ``refresh`` (None: not seen)."""
+        return next((tid for tid, name in self._topics.items() if name == topic), None)
+
+    def broker_epochs(self) -> dict[int, int]:
+        """Each registered broker's epoch (its latest RegisterBrokerRecord's, at the last
+        ``refresh``): what KIP-903's checks compare an AlterPartition's epochs to."""
+        return dict(self._broker_epochs)
 
     def registrations(self, topic: str, partition: int = 0) -> list[Registration]:
         """Every state of the partition the log holds so far, oldest first (refreshed first)."""
@@ -96,7 +110,15 @@ class MetadataLog:
         try:
             r.uvarint()  # frame version
             api_key, version = r.uvarint(), r.uvarint()
-            if api_key == TOPIC_RECORD:
+            if api_key == REGISTER_BROKER_RECORD:
+                broker = r.int32()
+                if version >= 2:
+                    r.boolean()  # IsMigratingZkBroker
+                r.uuid()  # IncarnationId
+                self._broker_epochs[broker] = r.int64()
+            elif api_key == UNREGISTER_BROKER_RECORD:
+                self._broker_epochs.pop(r.int32(), None)
+            elif api_key == TOPIC_RECORD:
                 name = r.compact_string() or ""
                 self._topics[r.uuid()] = name
             elif api_key == PARTITION_RECORD:
@@ -126,6 +148,7 @@ class MetadataLog:
             isr=tuple(sorted(isr)), elr=_ids(tags.get(1)), last_known_elr=_ids(tags.get(2)),
             recovering=tags.get(0, b"\x00")[0] == RECOVERING,
             replicas=tuple(replicas), adding=tuple(sorted(adding)), removing=tuple(sorted(removing)),
+            isr_order=tuple(isr),
         )
         self._states[(topic, partition)] = [state]
 
@@ -144,6 +167,7 @@ class MetadataLog:
             leader_epoch=state.leader_epoch + (leader != NO_LEADER_CHANGE),
             partition_epoch=state.partition_epoch + 1,
             isr=_ids(tags[0]) if 0 in tags else state.isr,
+            isr_order=tuple(Reader(tags[0]).int32_array() or []) if 0 in tags else state.isr_order,
             elr=_ids(tags[6]) if 6 in tags else state.elr,
             last_known_elr=_ids(tags[7]) if 7 in tags else state.last_known_elr,
             recovering=state.recovering if recovery is None or recovery == 0xFF else recovery == RECOVERING,

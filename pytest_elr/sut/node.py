@@ -103,6 +103,7 @@ class KafkaNode:
         self.topology = topology
         self.container_name = f"pytest-elr-{cluster_id}-{spec.name}"
         self.client_port: int | None = None  # host port of the CLIENT listener
+        self.controller_port: int | None = None  # host port of a controller's CONTROLLER listener
         self.toxiproxy_port: int | None = None
         self._tc = DockerContainer(
             image,
@@ -127,6 +128,8 @@ class KafkaNode:
         self._tc.ports[f"{TOXIPROXY_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
         if spec.is_broker:
             self._tc.ports[f"{CLIENT_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
+        else:  # the CONTROLLER listener, for the harness's own requests (a forged AlterPartition)
+            self._tc.ports[f"{spec.peer_port}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
         self._agents = agents
         if instrumentation is not None and instrumentation.coverage_dir is not None:
             instrumentation.coverage_dir.mkdir(parents=True, exist_ok=True)
@@ -161,6 +164,8 @@ class KafkaNode:
         self.toxiproxy_port = int(ports[f"{TOXIPROXY_PORT}/tcp"][0]["HostPort"])
         if self.spec.is_broker:
             self.client_port = int(ports[f"{CLIENT_PORT}/tcp"][0]["HostPort"])
+        else:
+            self.controller_port = int(ports[f"{self.spec.peer_port}/tcp"][0]["HostPort"])
         self.toxiproxy = ToxiproxyClient("127.0.0.1", self.toxiproxy_port)
 
     def wait_toxiproxy(self, timeout_s: float = 30.0) -> None:
