@@ -213,3 +213,75 @@ def test_the_controllers_logs_are_refreshed_at_once() -> None:
     logs = {c: MetadataLog(Waiting(b"")) for c in (0, 1, 2)}  # type: ignore[arg-type]
     cluster = type("C", (), {"controller_ids": [0, 1, 2], "metadata_log": lambda self, c: logs[c]})()
     assert ClusterClient(cluster).refresh_metadata_logs() == {}  # type: ignore[arg-type]
+
+
+def test_metadata_log_reads_broker_epochs_topic_ids_and_the_isr_s_order() -> None:
+    """What a forged AlterPartition is built from (``ClusterClient.forge_alter_partition``): each
+    broker's latest RegisterBrokerRecord epoch (version 2 and on carry IsMigratingZkBroker first),
+    none once UnregisterBrokerRecord drops it; the topic's id; the ISR in the record's order."""
+    def register(broker: int, epoch: int, version: int) -> bytes:
+        body = Writer().int32(broker)
+        if version >= 2:
+            body.boolean(False)
+        return _record(0, version, body.raw(uuid.uuid4().bytes).int64(epoch).raw(b"\x00" * 8))
+
+    topic_id = uuid.uuid4().bytes
+    topic = _record(2, 0, Writer().compact_string("t").raw(topic_id).tags())
+    partition = Writer().int32(0).raw(topic_id)
+    for ids in ([0, 1, 2], [2, 0, 1], None, None):
+        _ids(partition, ids)
+    partition.int32(2).int32(0).int32(0).compact_array([], Writer.raw)
+    partition_rec = _record(3, 1, partition.raw(bytes(_tagged({}).buf)))
+    meta = MetadataLog(_Controller(batch(0, [register(0, 5, 3), register(1, 6, 1), register(2, 7, 4), topic,
+                                             partition_rec])))  # type: ignore[arg-type]
+    assert [s.isr_order for s in meta.registrations("t")] == [(2, 0, 1)]
+    assert meta.broker_epochs() == {0: 5, 1: 6, 2: 7}
+    assert meta.topic_id("t") == topic_id and meta.topic_id("u") is None
+    new_isr = bytes(_ids(Writer(), [1, 2]).buf)
+    shrink = _record(5, 2, Writer().int32(0).raw(topic_id).raw(bytes(_tagged({0: new_isr}).buf)))
+    unregister = _record(1, 0, Writer().int32(1).int64(6).tags())
+    meta.node.log += batch(5, [register(0, 9, 3), unregister, shrink])  # type: ignore[attr-defined]
+    assert [s.isr_order for s in meta.registrations("t")][-1] == (1, 2)
+    assert meta.broker_epochs() == {0: 9, 2: 7}
+
+
+def test_a_forged_alter_partition_is_built_from_the_active_controller_s_log(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The leader, its epochs and every broker epoch as the active controller's log has them; the
+    same members in the controller's order (a new order alone is a change to Kafka), new members
+    as given; ``stale_broker_epoch`` one below the sender's own."""
+    import pytest
+
+    from pytest_elr.sut import admin
+    from pytest_elr.sut.client import ClusterClient
+    from pytest_elr.sut.errors import KafkaProtocolError
+
+    topic_id = uuid.uuid4().bytes
+    register = [_record(0, 3, Writer().int32(b).boolean(False).raw(uuid.uuid4().bytes).int64(10 + b).raw(b"\x00" * 8))
+                for b in (0, 1, 2)]
+    topic = _record(2, 0, Writer().compact_string("t").raw(topic_id).tags())
+    partition = Writer().int32(0).raw(topic_id)
+    for ids in ([0, 1, 2], [2, 0, 1], None, None):
+        _ids(partition, ids)
+    partition.int32(2).int32(4).int32(9).compact_array([], Writer.raw)
+    log = MetadataLog(_Controller(batch(0, [*register, topic,
+                                            _record(3, 1, partition.raw(bytes(_tagged({}).buf)))])))  # type: ignore[arg-type]
+    node = type("N", (), {"controller_port": 4321})()
+    cluster = type("C", (), {"metadata_log": lambda self, c: log, "node": lambda self, c: node})()
+    client = ClusterClient(cluster)  # type: ignore[arg-type]
+    monkeypatch.setattr(client, "active_controller", lambda: 3)
+    sent: list[tuple[object, ...]] = []
+    monkeypatch.setattr(admin, "alter_partition", lambda *args: sent.append(args))
+
+    client.forge_alter_partition("t", 0, None, False, False)
+    client.forge_alter_partition("t", 0, [0, 1, 2], True, True)
+    client.forge_alter_partition("t", 0, [1, 2], False, False)
+    assert [(s[1], s[2], s[3], s[4], s[6], s[7], s[8], s[9]) for s in sent] == [
+        (4321, 2, 12, topic_id, 4, 9, [(2, 12), (0, 10), (1, 11)], False),
+        (4321, 2, 11, topic_id, 4, 9, [(2, 12), (0, 10), (1, 11)], True),
+        (4321, 2, 12, topic_id, 4, 9, [(1, 11), (2, 12)], False),
+    ]
+    with pytest.raises(KafkaProtocolError, match="no u-0"):
+        client.forge_alter_partition("u", 0, None, False, False)
+    monkeypatch.setattr(client, "active_controller", lambda: None)
+    with pytest.raises(KafkaProtocolError, match="no controller is active"):
+        client.forge_alter_partition("t", 0, None, False, False)
