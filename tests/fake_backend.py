@@ -578,8 +578,9 @@ class FollowerChurnsAtStart(Fake):
 class ForgedAlterPartitionMutant(Fake):
     """Kafka 4.4.0's controller with one of the AlterPartition checks mutated (docs/kafka-mutants.md):
     the system's own answer to a forged ``alter_partition`` as that mutant gives it. ``mutant``:
-    ``1083`` (``checkBrokerEpoch`` removed: a stale sender is taken), ``1158`` (a change that keeps the
-    leader answered NEW_LEADER_ELECTED), ``1356`` (RECOVERING refused with an ISR of one too),
+    ``1083`` (``checkBrokerEpoch`` removed: a stale sender is taken), ``1157`` (a change that writes
+    the sender as leader again, its epoch bumped, answered NEW_LEADER_ELECTED), ``1158`` (a change
+    that writes no leader answered NEW_LEADER_ELECTED), ``1356`` (RECOVERING refused with an ISR of one too),
     ``1365`` (the RECOVERED -> RECOVERING check inverted)."""
 
     mutant: ClassVar[str] = ""
@@ -598,13 +599,18 @@ class ForgedAlterPartitionMutant(Fake):
             return "INVALID_REQUEST" if len(req.isr) > 1 or part.recovering else None
 
         def answer(part: Any, req: Any, ctx: Any) -> str | None:
-            epoch = part.partition_epoch
+            epochs = part.leader_epoch, part.partition_epoch
             said = original_answer(part, req, ctx)
-            if said is None and part.partition_epoch != epoch:
-                return "NEW_LEADER_ELECTED"  # 1158: ``change.leader() != NO_LEADER_CHANGE`` negated
-            return said
+            if said is not None:
+                return said
+            if mutant == "1158" and part.partition_epoch != epochs[1] and part.leader_epoch == epochs[0]:
+                return "NEW_LEADER_ELECTED"  # ``change.leader() != NO_LEADER_CHANGE`` negated
+            if mutant == "1157" and part.leader_epoch != epochs[0]:
+                return "NEW_LEADER_ELECTED"  # ``change.leader() != request.brokerId()`` negated
+            return None
 
         patch = {"1083": ("stale_sender", lambda req, ctx: None),  # ``checkBrokerEpoch`` removed
+                 "1157": ("answer_alter_partition", answer),
                  "1158": ("answer_alter_partition", answer),
                  "1356": ("recovery_state_refused", recovery_state_refused),
                  "1365": ("recovery_state_refused", recovery_state_refused)}[mutant]

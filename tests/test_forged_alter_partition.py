@@ -21,6 +21,7 @@ from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import load_scenario, parse_scenario
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "forged_alter_partition_checks.elr.yaml"
+COMPLETES = SCENARIO.with_name("forged_alter_partition_completes_reassignment.elr.yaml")
 
 
 def recovering_alone(profile: str = "kafka") -> ModelCluster:
@@ -196,13 +197,16 @@ def test_a_leaderless_partition_has_nobody_to_send_it_as() -> None:
 # --- held to the model, each Kafka mutant caught at its step -------------------------------------------
 
 
-def test_the_scenario_passes_on_a_system_that_follows_the_rules() -> None:
+@pytest.mark.parametrize("scenario", [SCENARIO, COMPLETES], ids=["checks", "completes-reassignment"])
+def test_the_scenarios_pass_on_a_system_that_follows_the_rules(scenario: Path) -> None:
     for profile in ("kafka", "kip966"):
-        result = run_scenario(load_scenario(SCENARIO), Fake(), profile)
+        result = run_scenario(load_scenario(scenario), Fake(), profile)
         assert result.passed and not result.disagreements, result.message
 
 
 @pytest.mark.parametrize(("mutant", "step", "says"), [
+    ("1157", "forged-completion",
+     "refused: expected accepted, observed alter_partition refused with NEW_LEADER_ELECTED"),
     ("1083", "stale-sender", "refused: expected refused with STALE_BROKER_EPOCH, observed accepted"),
     ("1158", "recovered", "refused: expected accepted, observed alter_partition refused with NEW_LEADER_ELECTED"),
     ("1356", "recovering-alone", "refused: expected accepted, observed alter_partition refused with INVALID_REQUEST"),
@@ -210,6 +214,6 @@ def test_the_scenario_passes_on_a_system_that_follows_the_rules() -> None:
 ])
 def test_each_kafka_mutant_is_caught_at_its_step(mutant: str, step: str, says: str) -> None:
     system = type(f"Mutant{mutant}", (ForgedAlterPartitionMutant,), {"mutant": mutant})
-    result = run_scenario(load_scenario(SCENARIO), system(), "kafka")
+    result = run_scenario(load_scenario(COMPLETES if mutant == "1157" else SCENARIO), system(), "kafka")
     assert not result.passed
     assert f"step {step}" in result.message and says in result.message, result.message
