@@ -217,3 +217,28 @@ def test_each_kafka_mutant_is_caught_at_its_step(mutant: str, step: str, says: s
     result = run_scenario(load_scenario(COMPLETES if mutant == "1157" else SCENARIO), system(), "kafka")
     assert not result.passed
     assert f"step {step}" in result.message and says in result.message, result.message
+
+
+def test_the_python_api_forges_and_is_held_to_the_same_answer(pytester: pytest.Pytester) -> None:
+    """``c.alter_partition(...)`` reads as the YAML form does; the answer is held to the model's and
+    to ``expect(refused=...)``, and a wrong expectation fails at its line."""
+    pytester.makepyfile(test_forged_api="""
+        import pytest
+
+        @pytest.mark.elr_profile("kafka")
+        def test_stale_sender(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2)
+            c.alter_partition(broker_epoch="stale")
+            c.expect(refused="STALE_BROKER_EPOCH", isr=[0, 1, 2], partition_epoch="unchanged")
+            c.alter_partition(isr=[0, 1])
+            c.expect(refused="none", isr=[0, 1, 2], partition_epoch="bumped")
+
+        @pytest.mark.elr_profile("kafka")
+        def test_wrong_answer(elr_cluster):
+            c = elr_cluster(brokers=3, replicas=[0, 1, 2], min_insync_replicas=2)
+            c.alter_partition(isr=[1, 2])
+            c.expect(refused="none")
+    """)
+    result = pytester.runpytest("--elr-backend=model", "--elr-checker=inline", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*refused: expected accepted, observed alter_partition refused with INVALID_REQUEST*"])
