@@ -37,7 +37,7 @@ from pytest_elr.scenario.executor import run_scenario
 from pytest_elr.scenario.loader import cluster_and_topic_from_python, load_scenario, parse_scenario
 
 #: the actions that act on one partition, by kind
-PARTITIONED = ("reassign", "cancel_reassignment", "move_log_dir", "elect_leaders")
+PARTITIONED = ("reassign", "cancel_reassignment", "move_log_dir", "elect_leaders", "alter_partition")
 
 #: partition 2 moves off brokers 0 and 1 to 3; partition 0, on the same brokers, keeps them
 REASSIGN = """
@@ -124,9 +124,28 @@ steps:
 verdict: {acked_loss: none}
 """
 
-SCENARIOS = {"reassign": REASSIGN, "cancel_reassignment": CANCEL, "move_log_dir": MOVE, "elect_leaders": ELECT}
+#: partition 2 (led by broker 2) forged a shrink to [2, 0]: taken, and its leader lets 1 back in (two
+#: changes of partition 2 alone); partition 0, led by broker 0, is not touched
+ALTER = """
+name: alter-partition-2
+profiles: [kafka, kip966]
+cluster: {brokers: 3}
+topic: {partitions: 3, replicas: [0, 1, 2], min_insync_replicas: 1}
+steps:
+  - at: setup
+    do: [{produce: 6}]
+  - at: forged
+    do: [{alter_partition: {isr: [2, 0], partition: 2}}]
+    expect:
+      refused: none
+      partitions: {all: {leader: preferred, isr: assigned}}
+verdict: {acked_loss: none}
+"""
+
+SCENARIOS = {"reassign": REASSIGN, "cancel_reassignment": CANCEL, "move_log_dir": MOVE, "elect_leaders": ELECT,
+             "alter_partition": ALTER}
 #: the partition each scenario's action names
-NAMED = {"reassign": 2, "cancel_reassignment": 1, "move_log_dir": 2, "elect_leaders": 2}
+NAMED = {"reassign": 2, "cancel_reassignment": 1, "move_log_dir": 2, "elect_leaders": 2, "alter_partition": 2}
 
 
 class PartitionIgnored(Fake):

@@ -26,6 +26,7 @@ from pytest_elr.actions import (
     Cut,
     ElectLeaders,
     Flush,
+    ForgedAlterPartition,
     Heal,
     HoldDirAssignments,
     HoldHeartbeats,
@@ -58,7 +59,7 @@ from pytest_elr.model.timing import Timing
 
 #: the action kinds the schedules draw from: every action the model handles (checked below)
 DRAWN: tuple[type, ...] = (
-    BeginShutdown, CancelReassignment, Crash, CrashController, Cut, ElectLeaders, Flush, Heal,
+    BeginShutdown, CancelReassignment, Crash, CrashController, Cut, ElectLeaders, Flush, ForgedAlterPartition, Heal,
     HoldDirAssignments, HoldHeartbeats, HoldMetadata, IsolateController, MoveLogDir, Pause, PowerOff,
     PowerOffController, Produce, Reassign, ReplaceDisk, Restart, RestartController, Resume,
     SetClusterMinIsr, SetMinIsr, Shutdown, ShutdownController, Slow, UncleanElection, Unregister, Wait,
@@ -99,6 +100,9 @@ def draw(rng: random.Random, kind: type, brokers: tuple[int, ...], controllers: 
         return Reassign(replicas=tuple(rng.sample(brokers, rng.randint(1, len(brokers)))))
     if kind is CancelReassignment:
         return CancelReassignment()
+    if kind is ForgedAlterPartition:
+        isr = tuple(rng.sample(brokers, rng.randint(0, len(brokers)))) if rng.random() < 0.7 else None
+        return ForgedAlterPartition(isr=isr, recovering=rng.random() < 0.3, stale_broker_epoch=rng.random() < 0.2)
     if kind is Wait:
         return Wait(seconds=1)
     if kind is IsolateController:
