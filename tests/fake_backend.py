@@ -13,6 +13,7 @@ from pytest_elr.actions import (
     Action,
     CrashController,
     Cut,
+    Flush,
     ForgedAlterPartition,
     Heal,
     HoldMetadata,
@@ -23,6 +24,7 @@ from pytest_elr.actions import (
     Slow,
     Unregister,
 )
+from pytest_elr.backends.base import LagChurn
 from pytest_elr.backends.model import ModelBackend
 from pytest_elr.core.nodes import CONTROLLER, controller_of
 from pytest_elr.core.observation import Observation, ProduceOutcome, Read, Refusal, Result
@@ -80,6 +82,9 @@ class Clock:
 
     def monotonic(self) -> float:
         return self.now
+
+    def time(self) -> float:  # the wall clock: the same seconds, from the epoch
+        return 1_800_000_000.0 + self.now
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
@@ -494,6 +499,33 @@ class FollowersLagOnlyWhenTicked(Fake):
             self._shown[i] = now
         epoch = now.partition_epoch
         return now if epoch is None else replace(now, partition_epoch=epoch + self._churned.get(i, 0))
+
+
+class StarvedFollowerChurns(Fake):
+    """A Kafka follower starved of CPU on a loaded machine: after the first flush it leaves the
+    ISR for lag and comes back (partition 0's epoch +2, nothing else changed; CI, 2026-11-28), and
+    the leader's log says so as ``churn`` has it (None: the backend keeps no log)."""
+
+    def __init__(self, churn: LagChurn | None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.churn = churn
+        self.asked: list[tuple[int, int, float]] = []
+        self._churned = 0
+
+    def apply(self, action: Action) -> Result:
+        result = super().apply(action)
+        if isinstance(action, Flush) and not self._churned:
+            self._churned = 2
+        return result
+
+    def observe(self) -> Observation:
+        obs = super().observe()
+        epoch = obs.partition_epoch
+        return obs if epoch is None else replace(obs, partition_epoch=epoch + self._churned)
+
+    def lag_churn(self, partition: int, leader: int, since: float) -> LagChurn | None:
+        self.asked.append((partition, leader, since))
+        return self.churn
 
 
 class UnregisterSweepsNothing(Fake):

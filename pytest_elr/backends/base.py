@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pytest_elr.actions import Action
@@ -32,6 +33,24 @@ if TYPE_CHECKING:
 
 #: how long a real cluster gets, by default, to reach the model's predicted state after a fault
 SETTLE_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class LagChurn:
+    """A partition leader's ISR shrinks over a span of time, as its own log tells them."""
+
+    shrinks: int
+    #: the shrinks whose every dropped follower was behind the leader's end and had not caught up
+    #: for longer than ``replica.lag.time.max.ms``: Kafka's own cause, no fault needed
+    lagged: int
+    #: the lines of the shrinks without that cause (a leader that dropped a follower in sync)
+    without_cause: tuple[str, ...] = ()
+
+    def explains(self, moved_by: int) -> bool:
+        """Whether a partition epoch that moved by ``moved_by`` where the model's did not is these
+        shrinks, each undone: every shrink a lag, one shrink and one expansion each."""
+        return self.shrinks > 0 and self.lagged == self.shrinks and moved_by > 0 and moved_by % 2 == 0 \
+            and moved_by <= 2 * self.shrinks
 
 
 class Session(Protocol):
@@ -150,3 +169,10 @@ class Backend(ABC):
     def protocol_errors(self) -> list[str]:
         """Errors the controller answered to leaders since the last call (e.g. INELIGIBLE_REPLICA)."""
         return []
+
+    def lag_churn(self, partition: int, leader: int, since: float) -> LagChurn | None:
+        """What ``leader`` logged of its ISR shrinks of ``partition`` since the wall time ``since``
+        (``time.time()``), to tell a follower that lagged on its own (a machine's load: no fault,
+        and the model has no clock) from one dropped without cause. None: the backend keeps no
+        such log; an in-process backend's ISR moves only where the model's does."""
+        return None

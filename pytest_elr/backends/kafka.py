@@ -71,7 +71,7 @@ from pytest_elr.actions import (
     Unregister,
     Wait,
 )
-from pytest_elr.backends.base import Backend, Session
+from pytest_elr.backends.base import Backend, LagChurn, Session
 from pytest_elr.backends.kafka_pool import ClusterPool
 from pytest_elr.core.errors import BackendError
 from pytest_elr.core.history import History
@@ -94,6 +94,7 @@ from pytest_elr.sut.admin import ERRORS, PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
 from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtocolError, NodeCommandError, SutError
+from pytest_elr.sut.isr_shrinks import isr_shrinks
 from pytest_elr.sut.kafka_dist import DIST_ENV, KafkaDist
 from pytest_elr.sut.metadata_log import Registration
 from pytest_elr.sut.polling import await_value
@@ -965,6 +966,23 @@ class KafkaBackend(Backend):
         new = [code for code, n in counts.items() for _ in range(max(0, n - self._errors_seen.get(code, 0)))]
         self._errors_seen = counts
         return new
+
+    def lag_churn(self, partition: int, leader: int, since: float) -> LagChurn | None:
+        """The leader's ``Shrinking ISR`` lines of ``partition`` since ``since`` (its log since its
+        latest start, one Docker exec), each judged by Kafka's own lag rule
+        (:mod:`pytest_elr.sut.isr_shrinks`); None: the log could not be read."""
+        if self.cluster is None or leader not in self.cluster.broker_ids:
+            return None
+        from docker.errors import DockerException  # here: Docker's client stays out of a model-only run
+
+        try:
+            lines = self.cluster.node(leader).log_since_start("Shrinking ISR")
+        except (SutError, DockerException):
+            return None
+        max_lag_ms = int(TUNING["replica.lag.time.max.ms"])
+        shrinks = [s for s in isr_shrinks(lines, self.topic, partition) if s.since(since)]
+        return LagChurn(len(shrinks), sum(s.lagged(max_lag_ms) for s in shrinks),
+                        tuple(s.line for s in shrinks if not s.lagged(max_lag_ms))[:3])
 
     def _rejection_count(self) -> dict[str, int]:
         """AlterPartition rejections of this scenario's partitions the controllers have logged. Read

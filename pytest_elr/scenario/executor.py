@@ -35,7 +35,7 @@ from pytest_elr.actions import (
     SetMinIsr,
     StopController,
 )
-from pytest_elr.backends.base import Backend
+from pytest_elr.backends.base import Backend, LagChurn
 from pytest_elr.checker import Checker, Verdict, inline_checker
 from pytest_elr.core.errors import BackendError, ScenarioError
 from pytest_elr.core.history import History
@@ -91,6 +91,16 @@ LATE_IN_SYNC_CYCLE_S = 8.0
 OSCILLATING_EPOCH = ("a slow follower at the frozen HWM is taken back into the ISR and dropped in turn, an ISR "
                      "change each: whether one falls within the step is timing",
                      "docs/model.md, Timing: a slow follower at the frozen HWM")
+#: why a partition epoch that moved where the model's did not is no failure when the leader's own
+#: log shows ISR shrinks for lag, each undone (``Backend.lag_churn``): a follower starved of CPU for
+#: longer than replica.lag.time.max.ms leaves the ISR and comes back with no fault (CI, 2026-11-28:
+#: ISR [1, 2, 3] before and after a flush, partition epoch 0 -> 2); the model has no clock
+LAG_CHURN = ("a follower that lagged on its own (behind the leader's end, not caught up for longer than "
+             "replica.lag.time.max.ms: the leader's own log) left the ISR and came back",
+             "Kafka Partition.maybeShrinkIsr / ReplicaState.isCaughtUp; docs/model.md, Timing")
+#: how far before a mark the leaders' logged ISR shrinks are counted: the mark's observation was
+#: read a moment before it is set
+MARK_SLACK_S = 2.0
 #: how long the election counts may lag the state a step awaited (the controller marks its meters
 #: when it publishes the committed records, as the brokers learn them)
 ELECTION_COUNTS_WAIT_S = 10.0
@@ -301,6 +311,10 @@ class Executor:
         self._partition_epoch_mark: int | None = None
         #: the same three for the topic's other partitions (1, 2, ...), by partition number
         self._partition_epoch_marks: dict[int, int | None] = {}
+        #: the wall time of the marks (``time.time()``), and the leaders' logged ISR shrinks since,
+        #: by (partition, observed partition epoch, leader): ``_lag_churn``
+        self._marked_at = 0.0
+        self._lag_churns: dict[tuple[int, int, int], LagChurn | None] = {}
         self._hwm_marks: dict[int, int] = {}
         self._acked_all_max_of: dict[int, int] = {}
         #: per other partition, its HWM at the latest step's end that knew one (label, HWM)
@@ -340,8 +354,7 @@ class Executor:
         self._epoch_base = {f: getattr(obs, f) - getattr(m, f) for f in EPOCHS
                             if getattr(obs, f) is not None and getattr(m, f) is not None}
         self.epochs_seen = {f: getattr(obs, f) for f in (*EPOCHS, "active_controller")}
-        self._partition_epoch_mark = obs.partition_epoch
-        self._partition_epoch_marks = {i: o.partition_epoch for i, o in obs.partitions.items()}
+        self._mark_epochs_seen(obs)
         if self.count_elections:
             self._elections_at_start = self.backend.election_counts()
             self.history.record("election_counts", at="start", counts=self._elections_at_start)
@@ -631,12 +644,32 @@ class Executor:
                     m: Observation, timing: tuple[str, str] | None = None, partition: int = 0) -> Difference:
         """``timing``: (reason, source) when the model knows the field is timing's at this step."""
         declared = self._declared(name) or timing
+        if declared is None and name == "partition_epoch":
+            declared = self._lag_churn(partition, obs, m)
         return Difference(
             step=self.history.step or "", after=after, line=self._line, field=name, observed=observed, model=model,
             observed_state=describe(obs), model_state=describe(m),
             reason=declared[0] if declared else None, source=declared[1] if declared else None,
             partition=partition,
         )
+
+    def _lag_churn(self, partition: int, raw: Observation, m: Observation) -> tuple[str, str] | None:
+        """(reason, source) when a partition epoch that moved where the model's did not (``m``'s is
+        the moved flag) is its leader's logged ISR shrinks since the mark, each for lag and undone
+        (``LagChurn.explains``); None otherwise. The leader's log is read once per epoch seen."""
+        mark = self._partition_epoch_mark if partition == 0 else self._partition_epoch_marks.get(partition)
+        if m.partition_epoch != 0 or raw.partition_epoch is None or mark is None or raw.leader is None:
+            return None
+        key = (partition, raw.partition_epoch, raw.leader)
+        if key not in self._lag_churns:
+            churn = self._lag_churns[key] = self.backend.lag_churn(partition, raw.leader, self._marked_at)
+            self.history.record("lag_churn", partition=partition, leader=raw.leader,
+                                moved_by=raw.partition_epoch - mark, churn=None if churn is None else vars(churn))
+        churn = self._lag_churns[key]
+        if churn is None or not churn.explains(raw.partition_epoch - mark):
+            return None
+        return (f"{LAG_CHURN[0]} (broker {raw.leader} logged {churn.shrinks} such shrink(s) since the last settle)",
+                LAG_CHURN[1])
 
     def _predicted(self, m: Observation, name: str) -> Any:
         """The model's value of a field, in the system's numbering: the leader epoch is the
@@ -674,10 +707,15 @@ class Executor:
             return replace(obs, partition_epoch=None)
         return replace(obs, partition_epoch=int(obs.partition_epoch != mark))
 
-    def _mark_partition_epoch(self, obs: Observation) -> None:
-        assert self.alternatives is not None
+    def _mark_epochs_seen(self, obs: Observation) -> None:
         self._partition_epoch_mark = obs.partition_epoch
         self._partition_epoch_marks = {i: o.partition_epoch for i, o in obs.partitions.items()}
+        self._marked_at = time.time() - MARK_SLACK_S
+        self._lag_churns.clear()
+
+    def _mark_partition_epoch(self, obs: Observation) -> None:
+        assert self.alternatives is not None
+        self._mark_epochs_seen(obs)
         for state in self.alternatives.states:
             for p in state.partitions.values():
                 p.partition_epoch_at_mark = p.part.partition_epoch

@@ -35,8 +35,12 @@ request.timeout.ms (inter-broker)      5000      [30000] broker-to-broker/contro
                                                  channels give up sooner
 connections.max.idle.ms [600000]       default   toxiproxy closes held connections itself
                                                  when a ``timeout`` toxic is removed
-initial.broker.registration.timeout.ms 30000     [60000] fail fast when a broker cannot
-                                                 register
+initial.broker.registration.timeout.ms 120000    [60000] the harness's own start deadline
+                                                 (120 s) reports a broker that cannot
+                                                 register, with every node's log: at
+                                                 30 s a broker of eight JVMs beside
+                                                 another cluster gave up first (CI,
+                                                 2026-11-28)
 auto.leader.rebalance.enable [true]    false     leadership moves only when a test says
 unclean.leader.election.enable         false     (default) no unclean elections
 unclean.leader.election.interval.ms    3600000   [300000] the controller's timed unclean
@@ -94,7 +98,7 @@ TUNING: dict[str, str] = {
     "controller.quorum.request.timeout.ms": "2000",
     "controller.quorum.retry.backoff.ms": "20",
     "request.timeout.ms": "5000",
-    "initial.broker.registration.timeout.ms": "30000",
+    "initial.broker.registration.timeout.ms": "120000",
     "auto.leader.rebalance.enable": "false",
     "unclean.leader.election.enable": "false",
     "unclean.leader.election.interval.ms": "3600000",
