@@ -73,9 +73,14 @@ def fresh_namespace() -> Iterator[str]:
     """A tag namespace of this test's own; its images are removed afterwards, by name."""
     ns = f"elr-downstream-{secrets.token_hex(4)}"
     yield ns
-    tags = run("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-    for tag in (t for t in tags if t.startswith(ns + "/")):
-        run("docker", "rmi", tag)
+    tags = [t for t in run("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+            if t.startswith(ns + "/")]
+    for tag in tags:
+        # a container of the image (one a failed run left) would keep it: removed first
+        for container in run("docker", "ps", "-aq", "--filter", f"ancestor={tag}").stdout.split():
+            run("docker", "rm", "-f", container)
+    removed = run("docker", "rmi", *tags) if tags else None
+    assert removed is None or removed.returncode == 0, f"the test's images stay: {removed.stderr}"
 
 
 @pytest.fixture(scope="module")

@@ -456,6 +456,8 @@ class Executor:
         self._step = step
         self._judged = {}
         ctx = StepContext(hwm_before=self.last_hwm, epochs_before=dict(self.epochs_seen))
+        model_refusals_from = min((len(s.protocol_errors) for s in self.alternatives.states), default=0) \
+            if self._shadow and self.alternatives is not None else 0
         workload = self.scenario.workload
         background = self._background
         if background:
@@ -472,6 +474,7 @@ class Executor:
                 raise BackendError(f"step {step.label} ({self.scenario.path}:{self._line}): {action.kind}: "
                                    f"{exc}") from None
         ctx.protocol_errors += self.backend.protocol_errors()
+        self._record_refusals(ctx, model_refusals_from)
         obs = self.await_expectations(step, ctx)
         self.check_invariants(step, obs)
         self.read_for_presence(step.label, obs)
@@ -652,6 +655,19 @@ class Executor:
             reason=declared[0] if declared else None, source=declared[1] if declared else None,
             partition=partition,
         )
+
+    def _record_refusals(self, ctx: StepContext, model_from: int) -> None:
+        """The AlterPartition refusals of this step, the system's beside the model's (any state's),
+        where they differ. Measured, not yet judged: a Kafka leader whose metadata lags its
+        controller by a moment sends a request the controller refuses and the model's leader (no such
+        lag) never sends, so a check needs the suite's rate of such races first (docs/kafka-mutants.md,
+        "Refusals held to the model")."""
+        if not self._shadow or self.alternatives is None:
+            return
+        model = sorted({e for s in self.alternatives.states for e in s.protocol_errors[model_from:]})
+        system = sorted(set(ctx.protocol_errors))
+        if model != system:
+            self.history.record("refusals", system=list(ctx.protocol_errors), model=model)
 
     def _lag_churn(self, partition: int, raw: Observation, m: Observation) -> tuple[str, str] | None:
         """(reason, source) when a partition epoch that moved where the model's did not (``m``'s is
