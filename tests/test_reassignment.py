@@ -30,16 +30,62 @@ def test_a_move_under_min_isr_waits_under_the_kip_and_completes_under_kafka(prof
     m = cluster(profile)
     m.apply(Crash(broker=2))
     m.apply(Crash(broker=1))  # ISR [0], ELR [1, 2] or part of it
-    m.apply(Reassign(replicas=(0, 1)))  # nothing to add: the ISR [0] is all that is left
     if profile == "kip966":
+        m.apply(Reassign(replicas=(0, 1)))  # nothing to add: the ISR [0] is all that is left
         # "the reassignment can only be completed if the ISR size is larger or equal to min ISR"
         assert m.part.reassigning and m.part.removing == [2]
         m.apply(Restart(broker=1))  # 1 catches up: ISR [0, 1] meets min ISR 2
         assert not m.part.reassigning and m.part.replicas == [0, 1]
     else:
-        assert not m.part.reassigning and m.part.replicas == [0, 1]
+        # to a set the ISR [0] already holds whole (with 1 as a final replica out of the ISR, 4.4.0
+        # waits whatever the min ISR: the test below)
+        m.apply(Reassign(replicas=(0,)))
+        assert not m.part.reassigning and m.part.replicas == [0]
         assert "complete_reassignment" in m.ctx.departures
     assert names(m) == []
+
+
+@pytest.mark.parametrize("profile", ["kip966", "kafka"])
+def test_a_move_that_removes_more_than_it_adds_waits_for_every_final_replica(profile: str) -> None:
+    """Kafka 4.4.0 (KAFKA-19975's rule; scenarios/kafka_reassignment_shrink_waits_for_final_replicas):
+    [0, 1, 2] -> [0, 1] with 1 out of the ISR waits for 1, whatever the min ISR. Planted: the rule
+    of 4.4.0 before that check (every added replica in the ISR: none here) completes at once."""
+    m = cluster(profile)
+    m.apply(Crash(broker=2))
+    m.apply(Crash(broker=1))
+    m.apply(Reassign(replicas=(0, 1)))
+    assert m.part.reassigning and m.part.removing == [2] and m.part.replicas == [0, 1, 2]
+    m.apply(Restart(broker=1))
+    assert not m.part.reassigning and m.part.replicas == [0, 1]
+
+
+def test_a_move_sent_back_before_it_finished_keeps_its_added_replica_and_never_completes() -> None:
+    """Kafka 4.4.0 (scenarios/kafka_reassignment_sent_back_never_completes): the move back writes
+    removing (3) and leaves the stored adding (3); 3 in the ISR does not complete it."""
+    m = ModelCluster((0, 1, 2, 3), [0, 1, 2], 2, get_profile("kafka"))
+    m.apply(Produce(count=3))
+    m.apply(Crash(broker=3))
+    m.apply(Reassign(replicas=(0, 1, 2, 3)))
+    assert (m.part.replicas, m.part.adding, m.part.removing) == ([0, 1, 2, 3], [3], [])
+    epoch = m.part.partition_epoch
+    m.apply(Reassign(replicas=(0, 1, 2)))
+    assert (m.part.replicas, m.part.adding, m.part.removing) == ([0, 1, 2, 3], [3], [3])
+    assert m.part.partition_epoch == epoch + 1
+    m.apply(Restart(broker=3))
+    assert sorted(m.part.isr) == [0, 1, 2, 3]
+    assert (m.part.replicas, m.part.adding, m.part.removing) == ([0, 1, 2, 3], [3], [3])
+    epoch = m.part.partition_epoch
+    m.apply(Reassign(replicas=(0, 1, 2, 3)))  # the stored list again: Kafka writes no change
+    assert m.part.partition_epoch == epoch and m.part.adding == [3] and m.part.removing == [3]
+
+
+def test_the_replicas_a_move_removes_follow_the_target_in_ascending_order() -> None:
+    """Kafka's PartitionReassignmentReplicas lists the removed replicas from a TreeSet."""
+    m = ModelCluster((0, 1, 2, 3), [2, 1, 0], 1, get_profile("kafka"))
+    m.apply(Produce(count=3))
+    m.apply(Crash(broker=3))
+    m.apply(Reassign(replicas=(0, 3)))
+    assert m.part.replicas == [0, 3, 1, 2] and m.part.removing == [1, 2] and m.part.adding == [3]
 
 
 @pytest.mark.parametrize("profile", ["kip966", "kafka"])

@@ -50,6 +50,10 @@ EVENT_TYPES: dict[str, str] = {
                          "(the partition epoch and LeaderRecoveryState are then unknown)",
     "election_counts": "the system's election counters (Kafka's controller meters), read at the start and "
                        "where a step names elr_elections or unclean_elections",
+    "lag_churn": "where a partition epoch moved and the model's did not: the leader's logged ISR shrinks since "
+                 "the last settle, each judged by Kafka's lag rule (read once per epoch seen)",
+    "refusals": "a step's AlterPartition refusals, the system's beside the model's, where they differ "
+                "(measured, not judged)",
     "produce": "a send, and its completion",
     "consume": "a record read",
     "hwm_read": "a reader's view of the high watermark",

@@ -592,9 +592,14 @@ def start_reassignment(part: PartitionRecord, target: list[int], ctx: Controller
     """An operator reassigns the partition (AlterPartitionReassignments): the replicas in
     ``target`` and not assigned yet are added beside the current ones, those not in ``target``
     are to be removed; the replica list becomes the target followed by the replicas being removed
-    (Kafka's ``PartitionReassignmentReplicas``). The change completes at once if the ISR already
-    allows it (``complete_reassignment``). A reassignment under way is replaced, the current
-    replica list (both sets) counting as the assignment.
+    (Kafka's ``PartitionReassignmentReplicas``: both sets in ascending order). The change completes
+    at once if the ISR already allows it (``complete_reassignment``). A reassignment under way is
+    replaced, the current replica list (both sets) counting as the assignment -- and a set the new
+    move leaves empty is not written, so the stored one stays: Kafka's
+    ``changePartitionReassignment`` sets the builder's removing and adding only when non-empty, and
+    the builder starts from the stored partition. Moving [0, 1, 2] -> [0, 1, 2, 3] back to [0, 1, 2]
+    before 3 joins thus leaves adding (3) *and* removing (3), and 3 goes when it joins the ISR. A
+    move that changes nothing writes no change (``changeRecordIsNoOp``).
 
     KIP-966, "Other behaviors" 4: "The *AlterPartitionReassignments*. The leader updates the ISR
     implicitly with *AlterPartition* requests." Measured on Kafka 4.4.0: [0, 1, 2] -> [1, 2, 3]
@@ -603,16 +608,18 @@ def start_reassignment(part: PartitionRecord, target: list[int], ctx: Controller
     Mutation switch: none (``complete_reassignment`` has one).
     """
     current = list(part.replicas)
-    if target == current and not part.reassigning:
+    removing = sorted(set(current) - set(target))
+    replicas = [*target, *removing]
+    removing = removing or list(part.removing)
+    adding = sorted(set(target) - set(current)) or list(part.adding)
+    if (replicas, removing, adding) == (current, list(part.removing), list(part.adding)):
         return  # nothing to move: Kafka writes no change
     # The change is built with the min ISR of the replica set before the move: Kafka's
     # changePartitionReassignment gives the builder getTopicEffectiveMinIsr, min(min ISR, the
     # replica count stored before the change). Measured on 4.4.0: [0] -> [0, 1, 2] with the ISR [0]
     # and ELR [1, 2] at min ISR 2 cleared the ELR (1 >= min(2, 1)).
     eff = ctx.eff(part)
-    part.adding = [b for b in target if b not in current]
-    part.removing = [b for b in current if b not in target]
-    part.replicas = [*target, *part.removing]
+    part.replicas, part.removing, part.adding = replicas, removing, adding
     bump(part, leader_change=False)
     propose_isr(part, list(part.isr), ctx, eff=eff)
 
@@ -633,18 +640,28 @@ def complete_reassignment(part: PartitionRecord, proposed: list[int], min_isr: i
     measured on Kafka 4.4.0, [0, 1, 2] -> [1, 2, 3] with the ISR [0] (1, 2 fenced) completed as soon
     as 3 joined, with the ISR [3]; [0, 1, 2] -> [0, 1, 3] completed with 1 unfenced but out of the ISR.
 
+    Kafka 4.3.1 and 4.4.0 (``PartitionReassignmentReplicas.maybeCompleteReassignment``, their
+    bytecode): the ISR less the removed replicas must hold every added one and, when the move
+    removes more replicas than it adds, every final one too. (4.0.2 asks the latter always: every
+    final replica in the ISR.) A replica both added and removed -- a move sent back to where it
+    started before it finished (``start_reassignment``) -- is never in that ISR: the move never
+    completes.
+
     Mutation switch: ``Rules.reassignment_waits_for_min_isr`` (off: completes under min ISR).
     """
     if not part.reassigning:
         return None
     isr = [b for b in proposed if b not in part.removing]
+    final = [b for b in part.replicas if b not in part.removing]
     if not isr or not set(part.adding) <= set(isr):
+        return None
+    if len(part.adding) < len(part.removing) and not set(final) <= set(isr):
         return None
     if len(isr) < min_isr:
         if not ctx.profile.reassignment_by_target_isr and ctx.profile.rules.reassignment_waits_for_min_isr:
             return None
         ctx.depart("complete_reassignment")
-    return [b for b in part.replicas if b not in part.removing]
+    return final
 
 
 @one_partition_change
