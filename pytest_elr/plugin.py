@@ -338,6 +338,14 @@ class ScenarioItem(pytest.Item):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
+    def _traceback_filter(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+        """An unforeseen error while the cluster comes up (not a BackendError): the harness's own
+        frames, not pytest's and pluggy's. CI shows the start of a run's output: a page of the hook
+        machinery there once hid the cause of a setup error entirely."""
+        ours = excinfo.traceback.filter(
+            lambda entry: not any(part in ("_pytest", "pluggy") for part in Path(str(entry.path)).parts))
+        return ours or excinfo.traceback
+
     def reportinfo(self) -> tuple[Path, int, str]:
         where = f"{self.profile}@{self.version}" if self.version else self.profile
         return self.path, self.scenario.line - 1, f"{self.scenario.name} [{where}]"

@@ -75,11 +75,17 @@ def fresh_namespace() -> Iterator[str]:
     yield ns
     tags = [t for t in run("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
             if t.startswith(ns + "/")]
-    for tag in tags:
-        # a container of the image (one a failed run left) would keep it: removed first
-        for container in run("docker", "ps", "-aq", "--filter", f"ancestor={tag}").stdout.split():
-            run("docker", "rm", "-f", container)
+    # A container made from this namespace's images would keep them: a leak of the run under test,
+    # removed and then reported. Matched by the name it was made from, never by `ancestor=`: these
+    # images share their IDs with the set-up's own (one build cache), so `ancestor=` also matched the
+    # clusters another xdist worker was running, and removed them mid-run (CI, 2026-11-28).
+    made = [line.split(" ", 1) for line in
+            run("docker", "ps", "-a", "--format", "{{.ID}} {{.Image}}").stdout.splitlines() if " " in line]
+    leaked = [(cid, image) for cid, image in made if image.startswith(ns + "/")]
+    for cid, _ in leaked:
+        run("docker", "rm", "-f", cid)
     removed = run("docker", "rmi", *tags) if tags else None
+    assert not leaked, f"containers of the test's images were left running: {leaked}"
     assert removed is None or removed.returncode == 0, f"the test's images stay: {removed.stderr}"
 
 

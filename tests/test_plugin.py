@@ -314,6 +314,25 @@ def test_infrastructure_that_cannot_start_is_an_error_not_a_failure(
     assert "Traceback" not in result.stdout.str() and "raise BackendError" not in result.stdout.str()
 
 
+def test_an_unforeseen_setup_error_shows_the_harness_frames_not_pluggy(pytester: pytest.Pytester) -> None:
+    """Planted: the backend's start raises something no one foresaw. The error names it with the
+    harness's frames; pytest's and pluggy's hook machinery (a page of it hid a CI failure) is cut."""
+    shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
+    pytester.makeconftest(
+        "from pytest_elr.backends.model import ModelBackend\n"
+        "def planted(self, *args):\n"
+        "    raise RuntimeError('planted: the engine answered nonsense')\n"
+        "ModelBackend.start = planted\n")
+    result = pytester.runpytest_subprocess("--elr-backend=model", "--elr-checker=inline", "--elr-profile=kafka",
+                                           "-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(["*pytest_elr/scenario/executor.py:*",
+                                 "*RuntimeError: planted: the engine answered nonsense*"])
+    error = out.split("ERROR at setup", 1)[1]
+    assert "pluggy" not in error and "_pytest" not in error and "def from_call" not in error, out
+
+
 def test_without_pyspark_the_inline_checker_judges_and_says_so(pytester: pytest.Pytester) -> None:
     """A plain `pip install pytest-elr` has no pyspark: no traceback, the summary names the checker."""
     shutil.copy(ROOT / "scenarios" / "kip966_last_replica_standing.elr.yaml", pytester.path)
