@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_elr.core.history import History
     from pytest_elr.core.specs import ClusterSpec, TopicSpec, WorkloadSpec
     from pytest_elr.model.cluster import ModelCluster
+    from pytest_elr.sut.refusals import UnracedRefusal
 
 #: how long a real cluster gets, by default, to reach the model's predicted state after a fault
 SETTLE_TIMEOUT_S = 30.0
@@ -169,6 +170,13 @@ class Backend(ABC):
     def protocol_errors(self) -> list[str]:
         """Errors the controller answered to leaders since the last call (e.g. INELIGIBLE_REPLICA)."""
         return []
+
+    def unraced_refusals(self, since: float) -> list[UnracedRefusal] | None:
+        """The controllers' INELIGIBLE_REPLICA refusals of this run's topic logged since the wall
+        time ``since``, each replica refused long after its registration last changed (a leader
+        that proposed a follower its metadata showed ineligible; :mod:`pytest_elr.sut.refusals`).
+        None: the backend cannot tell (an in-process backend refuses only as the model does)."""
+        return None
 
     def lag_churn(self, partition: int, leader: int, since: float) -> LagChurn | None:
         """What ``leader`` logged of its ISR shrinks of ``partition`` since the wall time ``since``

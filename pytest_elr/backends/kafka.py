@@ -94,10 +94,11 @@ from pytest_elr.sut.admin import ERRORS, PartitionState
 from pytest_elr.sut.client import ClusterClient
 from pytest_elr.sut.config import TUNING
 from pytest_elr.sut.errors import ClusterStartError, KafkaDistError, KafkaProtocolError, NodeCommandError, SutError
-from pytest_elr.sut.isr_shrinks import isr_shrinks
+from pytest_elr.sut.isr_shrinks import DAY_MS, isr_shrinks
 from pytest_elr.sut.kafka_dist import DIST_ENV, KafkaDist
 from pytest_elr.sut.metadata_log import Registration
 from pytest_elr.sut.polling import await_value
+from pytest_elr.sut.refusals import UnracedRefusal, ineligible_refusals, registration_changes, unraced
 from pytest_elr.workload.drain import DrainResult, drain_partitions, max_acked_offset
 from pytest_elr.workload.producer import BackgroundProducer, is_definite
 
@@ -984,13 +985,29 @@ class KafkaBackend(Backend):
         return LagChurn(len(shrinks), sum(s.lagged(max_lag_ms) for s in shrinks),
                         tuple(s.line for s in shrinks if not s.lagged(max_lag_ms))[:3])
 
-    def _rejection_count(self) -> dict[str, int]:
-        """AlterPartition rejections of this scenario's partitions the controllers have logged. Read
-        after every step's actions, the controllers' logs at once, a thread each: each read is a
-        Docker exec (up to 14 s on a loaded machine; one after another, 10-38 s of a 3-controller run)."""
+    def unraced_refusals(self, since: float) -> list[UnracedRefusal] | None:
+        """Each controller's refusal lines since ``since`` against the registration changes it
+        replayed (:func:`pytest_elr.sut.refusals.unraced`); None: a log could not be read."""
+        from docker.errors import DockerException  # here: Docker's client stays out of a model-only run
+
+        try:
+            logs = self._controller_logs()
+        except (SutError, DockerException):
+            return None
+        since_ms = int(since * 1000) % DAY_MS
+        return [found for log in logs for lines in (log.splitlines(),)
+                for found in unraced(ineligible_refusals(lines, self.topic), registration_changes(lines), since_ms)]
+
+    def _controller_logs(self) -> list[str]:
+        """Every controller's latest log lines, read at once, a thread each: each read is a Docker
+        exec (up to 14 s on a loaded machine; one after another, 10-38 s of a 3-controller run)."""
         with ThreadPoolExecutor(max_workers=max(1, len(self._controllers))) as pool:
-            logs = list(pool.map(lambda c: self.cluster.logs(c, lines=3000), self._controllers))
-        return count_rejections((line for log in logs for line in log.splitlines()), self.topic)
+            return list(pool.map(lambda c: self.cluster.logs(c, lines=3000), self._controllers))
+
+    def _rejection_count(self) -> dict[str, int]:
+        """AlterPartition rejections of this scenario's partitions the controllers have logged, read
+        after every step's actions."""
+        return count_rejections((line for log in self._controller_logs() for line in log.splitlines()), self.topic)
 
     def drain(self) -> Read:
         return self.drain_partitions()[0]

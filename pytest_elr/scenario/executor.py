@@ -16,6 +16,7 @@ are kept in the history and the result.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -101,6 +102,9 @@ LAG_CHURN = ("a follower that lagged on its own (behind the leader's end, not ca
 #: how far before a mark the leaders' logged ISR shrinks are counted: the mark's observation was
 #: read a moment before it is set
 MARK_SLACK_S = 2.0
+#: how far before the previous read of the controllers' refusals their lines are read again: a line
+#: is written a moment after the refusal it counts
+REFUSAL_READ_SLACK_S = 1.0
 #: how long the election counts may lag the state a step awaited (the controller marks its meters
 #: when it publishes the committed records, as the brokers learn them)
 ELECTION_COUNTS_WAIT_S = 10.0
@@ -315,6 +319,11 @@ class Executor:
         #: by (partition, observed partition epoch, leader): ``_lag_churn``
         self._marked_at = 0.0
         self._lag_churns: dict[tuple[int, int, int], LagChurn | None] = {}
+        #: the wall time of the latest read of the controllers' refusals, and the codes the model's
+        #: states refused in the step before it (a refusal logged while a step settled is read at
+        #: the next step's): ``_hold_refusals_to_model``
+        self._refusals_read_at = time.time()
+        self._model_refused_before: set[str] = set()
         self._hwm_marks: dict[int, int] = {}
         self._acked_all_max_of: dict[int, int] = {}
         #: per other partition, its HWM at the latest step's end that knew one (label, HWM)
@@ -473,8 +482,10 @@ class Executor:
             except BackendError as exc:
                 raise BackendError(f"step {step.label} ({self.scenario.path}:{self._line}): {action.kind}: "
                                    f"{exc}") from None
+        read_at = time.time()
         ctx.protocol_errors += self.backend.protocol_errors()
-        self._record_refusals(ctx, model_refusals_from)
+        self._hold_refusals_to_model(ctx, model_refusals_from)
+        self._refusals_read_at = read_at
         obs = self.await_expectations(step, ctx)
         self.check_invariants(step, obs)
         self.read_for_presence(step.label, obs)
@@ -656,18 +667,30 @@ class Executor:
             partition=partition,
         )
 
-    def _record_refusals(self, ctx: StepContext, model_from: int) -> None:
-        """The AlterPartition refusals of this step, the system's beside the model's (any state's),
-        where they differ. Measured, not yet judged: a Kafka leader whose metadata lags its
-        controller by a moment sends a request the controller refuses and the model's leader (no such
-        lag) never sends, so a check needs the suite's rate of such races first (docs/kafka-mutants.md,
-        "Refusals held to the model")."""
+    def _hold_refusals_to_model(self, ctx: StepContext, model_from: int) -> None:
+        """The partition leaders' AlterPartition refusals since the last read against the model's
+        (any allowed state's, this step or the one before): recorded where they differ. A refusal
+        of an ineligible replica that no state has fails the step -- unless it came soon after that
+        broker's registration changed (a leader's metadata trails the controller's: a race the
+        protocol allows; :mod:`pytest_elr.sut.refusals`). A forged request's refusal is the
+        request's own answer, held to the model where it is made (``_hold_refusal_to_model``)."""
         if not self._shadow or self.alternatives is None:
             return
-        model = sorted({e for s in self.alternatives.states for e in s.protocol_errors[model_from:]})
-        system = sorted(set(ctx.protocol_errors))
-        if model != system:
-            self.history.record("refusals", system=list(ctx.protocol_errors), model=model)
+        refused = {e for st in self.alternatives.states for e in st.protocol_errors[model_from:]}
+        model = refused | self._model_refused_before
+        self._model_refused_before = refused
+        system = Counter(ctx.protocol_errors) - Counter(r.code for r in ctx.refusals)
+        if sorted(refused) != sorted(system):
+            self.history.record("refusals", system=sorted(system.elements()), model=sorted(refused))
+        if not system["INELIGIBLE_REPLICA"] or "INELIGIBLE_REPLICA" in model:
+            return
+        unexplained = self.backend.unraced_refusals(self._refusals_read_at - REFUSAL_READ_SLACK_S)
+        if unexplained:
+            words = "; ".join(str(u) for u in unexplained[:3]) + (f" (and {len(unexplained) - 3} more)"
+                                                                 if len(unexplained) > 3 else "")
+            self._note(self._difference("refused", f"INELIGIBLE_REPLICA: {words}", "none",
+                                        "a partition leader's AlterPartition", self.backend.observe(),
+                                        self.model.observe()), ctx)
 
     def _lag_churn(self, partition: int, raw: Observation, m: Observation) -> tuple[str, str] | None:
         """(reason, source) when a partition epoch that moved where the model's did not (``m``'s is

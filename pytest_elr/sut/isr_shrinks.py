@@ -78,8 +78,7 @@ def isr_shrinks(lines: Iterable[str], topic: str, partition: int) -> list[IsrShr
         when = _TIME.match(line)
         if shrink is None or when is None or shrink["tp"] != f"{topic}-{partition}":
             continue
-        h, m, s, ms = (int(g) for g in when.groups())
-        at_ms = ((h * 60 + m) * 60 + s) * 1000 + ms
+        at_ms = _ms_of_day(when)
         dropped = tuple(
             OutOfSync(int(o["id"]), None if o["leo"] == "unknown" else int(o["leo"]),
                       None if o["caught"] == "unknown" else (at_ms - int(o["caught"])) % DAY_MS)
@@ -87,6 +86,17 @@ def isr_shrinks(lines: Iterable[str], topic: str, partition: int) -> list[IsrShr
         found.append(IsrShrink(int(shrink["broker"]), at_ms, _ids(shrink["before"]), _ids(shrink["after"]),
                                int(shrink["leo"]), dropped, line))
     return found
+
+
+def time_of_day_ms(line: str) -> int | None:
+    """A node's log line's time of day in ms since midnight; None: not a line in the nodes' pattern."""
+    when = _TIME.match(line)
+    return None if when is None else _ms_of_day(when)
+
+
+def _ms_of_day(when: re.Match[str]) -> int:
+    h, m, s, ms = (int(g) for g in when.groups())
+    return ((h * 60 + m) * 60 + s) * 1000 + ms
 
 
 def _ids(text: str) -> tuple[int, ...]:
