@@ -16,6 +16,7 @@ from pytest_elr.backends.kafka import KafkaBackend
 from pytest_elr.scenario import executor
 from pytest_elr.scenario.executor import LAG_CHURN, RunResult, run_scenario
 from pytest_elr.scenario.loader import parse_scenario
+from pytest_elr.scenario.schema import Scenario
 from pytest_elr.sut.isr_shrinks import DAY_MS, isr_shrinks
 
 #: 03:07:35,505 UTC on 2026-11-28, and the same day's epoch milliseconds of 03:07:31,000 and 03:07:34,000
@@ -113,10 +114,30 @@ verdict: {acked_loss: none}
 """, "starved.elr.yaml")
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, churn: LagChurn | None) -> tuple[RunResult, Fake]:
+#: follower 3 behind a slow link while the ISR [1, 2] meets min ISR: the HWM passes its end, and
+#: Kafka's leader never takes it back (``Partition.isFollowerInSync``) -- the flush after the wait
+#: holds the partition epoch to the model
+SLOWED = parse_scenario("""
+name: passed-follower
+profiles: [kafka]
+cluster: {brokers: [1, 2, 3]}
+topic: {name: t, replicas: [1, 2, 3], min_insync_replicas: 2}
+steps:
+  - at: shrink
+    do: [{slow: 3}, {produce: 10}]
+    expect: {leader: 1, isr: [1, 2], produce: {acked: 10}}
+  - at: stays-out
+    do: [{wait: 8s}, {flush: 2}]
+    expect: {leader: 1, isr: [1, 2]}
+verdict: {acked_loss: none}
+""", "slowed.elr.yaml")
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, churn: LagChurn | None,
+         scenario: Scenario = FLUSHED) -> tuple[RunResult, Fake]:
     monkeypatch.setattr(executor, "time", Clock())
     system = StarvedFollowerChurns(churn)
-    return run_scenario(FLUSHED, system, "kafka", tmp_path), system
+    return run_scenario(scenario, system, "kafka", tmp_path), system
 
 
 def _events(tmp_path: Path, kind: str) -> list[dict[str, object]]:
@@ -134,7 +155,8 @@ def test_a_churn_the_leader_logged_as_lag_is_declared(tmp_path: Path, monkeypatc
     declared = [d for d in result.declared if d["field"] == "partition_epoch"]
     assert declared and all(LAG_CHURN[0] in d["reason"] and d["source"] == LAG_CHURN[1] for d in declared)
     (asked,) = _events(tmp_path, "lag_churn")  # the log read once for the epoch seen
-    assert asked["moved_by"] == 2 and asked["churn"] == {"shrinks": 1, "lagged": 1, "without_cause": []}
+    assert asked["moved_by"] == 2 and asked["slowed"] == []
+    assert asked["churn"] == {"shrinks": 1, "lagged": 1, "without_cause": [], "dropped": []}
 
 
 def test_a_shrink_without_cause_fails_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,6 +171,26 @@ def test_an_epoch_moved_with_no_shrink_logged_fails_the_step(tmp_path: Path, mon
     result, _ = _run(tmp_path, monkeypatch, LagChurn(0, 0))
     assert not result.passed
     assert "partition_epoch: model unchanged, observed moved" in result.message
+
+
+def test_a_round_trip_of_a_follower_behind_a_slow_link_fails_the_step(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: Kafka 4.4.0's ``Partition.needsExpandIsr`` returning true (mutant 897): the leader
+    takes back the slowed follower 3 at a late fetch behind its HWM and drops it for lag again. The
+    leader's lines read as a lag like any other; only the slow link tells them apart."""
+    result, _ = _run(tmp_path, monkeypatch, LagChurn(1, 1, dropped=(3,)), SLOWED)
+    assert not result.passed
+    assert "partition_epoch: model unchanged, observed moved" in result.message
+    (asked,) = _events(tmp_path, "lag_churn")
+    assert asked["slowed"] == [3] and asked["churn"]["dropped"] == [3]
+
+
+def test_a_round_trip_of_another_follower_beside_a_slow_one_is_declared(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Follower 2, no fault on its links, starved of CPU: the same exemption as without a slow link."""
+    result, _ = _run(tmp_path, monkeypatch, LagChurn(1, 1, dropped=(2,)), SLOWED)
+    assert result.passed, result.message
+    assert any(d["field"] == "partition_epoch" and d["source"] == LAG_CHURN[1] for d in result.declared)
 
 
 def test_a_backend_without_a_log_declares_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,6 +232,7 @@ def test_the_kafka_backend_judges_the_leaders_lines_since_the_mark() -> None:
     mark = 1_795_835_250.0  # 03:07:30 UTC
     churn = backend.lag_churn(0, 1, mark)
     assert (churn.shrinks, churn.lagged) == (2, 1) and len(churn.without_cause) == 1  # type: ignore[union-attr]
+    assert churn.dropped == (3,)  # type: ignore[union-attr]
     assert "lastCaughtUpTimeMs: 1795835254000" in churn.without_cause[0]  # type: ignore[union-attr]
     assert node.asked == [("Shrinking ISR",)]
     assert backend.lag_churn(0, 7, mark) is None  # not a broker of the cluster

@@ -46,6 +46,9 @@ class LagChurn:
     lagged: int
     #: the lines of the shrinks without that cause (a leader that dropped a follower in sync)
     without_cause: tuple[str, ...] = ()
+    #: every follower the shrinks dropped, in order: a round trip is "on its own" only for a
+    #: follower no fault slows (``Executor._lag_churn``)
+    dropped: tuple[int, ...] = ()
 
     def explains(self, moved_by: int) -> bool:
         """Whether a partition epoch that moved by ``moved_by`` where the model's did not is these

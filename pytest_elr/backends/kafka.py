@@ -983,7 +983,8 @@ class KafkaBackend(Backend):
         max_lag_ms = int(TUNING["replica.lag.time.max.ms"])
         shrinks = [s for s in isr_shrinks(lines, self.topic, partition) if s.since(since)]
         return LagChurn(len(shrinks), sum(s.lagged(max_lag_ms) for s in shrinks),
-                        tuple(s.line for s in shrinks if not s.lagged(max_lag_ms))[:3])
+                        tuple(s.line for s in shrinks if not s.lagged(max_lag_ms))[:3],
+                        tuple(sorted({d.broker for s in shrinks for d in s.dropped})))
 
     def unraced_refusals(self, since: float) -> list[UnracedRefusal] | None:
         """Each controller's refusal lines since ``since`` against the registration changes it

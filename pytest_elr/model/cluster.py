@@ -624,6 +624,16 @@ class ModelCluster:
         return p.heard[follower][0] == leader and b.registered and follower not in self.fenced \
             and self._round_trip(follower, leader, allow_slow=True) and not self._round_trip(follower, leader)
 
+    def late_fetchers(self, index: int = 0) -> set[int]:
+        """The followers of partition ``index`` that fetch from its live leader over a slow link
+        (``_fetches_late``): each is out of the ISR while the HWM passes its end and comes back
+        only at the frozen HWM (``_may_be_late_in_sync``), never by lagging on its own."""
+        p = self.partitions[index]
+        leader = self._leads(p)
+        if leader is None:
+            return set()
+        return {f for f in p.part.replicas if f != leader and self._fetches_late(p, f, leader)}
+
     def _may_be_late_in_sync(self, p: ModelPartition, follower: int, leader: int) -> bool:
         """Whether the leader may count ``follower``'s late fetches as in sync now.
 
