@@ -878,11 +878,16 @@ def test_a_mutant_argued_equivalent_is_counted_apart_not_run_and_a_kill_refutes_
         "# argued in docs/kafka-mutants.md\n"
         + "".join(f"{m.id}\tonly a log line reads it\n" for m in (survivor, cut_off, killed, never_run)))
     results = km.results_of([tmp_path])
-    assert [results[m.id]["status"] for m in (survivor, cut_off, killed)] == ["equivalent", "equivalent", "killed"]
+    assert [results[m.id]["status"] for m in (survivor, cut_off, killed, never_run)] == \
+        ["equivalent", "equivalent", "killed", "equivalent"]
     assert results[cut_off.id]["graded_as"] == "timed out"
+    # argued before it ever ran: classified all the same, its place in the table read off its id
+    assert (results[never_run.id]["graded_as"], results[never_run.id]["line"]) == ("not run", 4)
+    assert (results[never_run.id]["class_name"], results[never_run.id]["method"]) == (never_run.class_name,
+                                                                                       never_run.method)
     lines, counts = km.summary(results)
-    assert (counts["equivalent"], counts["killed"], counts.get("survived", 0)) == (2, 1, 0)
-    assert "killed 1 of 1 planted and graded (100%); argued equivalent 2" in "\n".join(lines)
+    assert (counts["equivalent"], counts["killed"], counts.get("survived", 0)) == (3, 1, 0)
+    assert "killed 1 of 1 planted and graded (100%); argued equivalent 3" in "\n".join(lines)
     refuted = lines.index("argued equivalent, yet killed (the argument is wrong: take it out of equivalent.tsv):")
     assert killed.id in lines[refuted + 1]
     assert "argued: only a log line reads it" in km.html_page(results, "t")

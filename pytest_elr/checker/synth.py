@@ -132,7 +132,8 @@ def every_event_type() -> SyntheticHistory:
     h.add("known_failure_rested", at="T2", seconds=10.0, declared=["elr", "leader"], differs=["elr"])
     h.add("kip_departure", after="set_min_isr", rule="change_min_isr", summary="min ISR change clears ELR",
           reason="a ClearElrRecord whatever the ISR", source="measured on Kafka 4.3.1")
-    h.add("lag_churn", partition=0, leader=1, moved_by=2, churn={"shrinks": 1, "lagged": 1, "without_cause": []})
+    h.add("lag_churn", partition=0, leader=1, moved_by=2, slowed=[],
+          churn={"shrinks": 1, "lagged": 1, "without_cause": [], "dropped": [3]})
     h.add("refusals", system=["INELIGIBLE_REPLICA"], model=[])
     h.add("alternatives", after="slow", allowed=3, kept=1,
           states=["leader=1 isr=[1] elr=[2, 3]", "leader=1 isr=[1] elr=[3]", "leader=1 isr=[1] elr=[2]"],

@@ -80,6 +80,10 @@ DEFAULT_MUTANT_TIMEOUT_S = 900.0
 MUTANT_START_TIMEOUT_S = 60
 
 
+#: a mutant's id: CLASS#METHOD(ARGS)RETURN:LINE:OPERATOR:INDEX
+MUTANT_ID = re.compile(r"([^#]+)#([^(]+)(\(.*):(-?\d+):([A-Z_]+):(\d+)")
+
+
 @dataclass(frozen=True)
 class Mutant:
     id: str
@@ -95,7 +99,7 @@ class Mutant:
     def parse(cls, row: str) -> Mutant:
         """A line of the agent's ``list``: id, line, operator, description (tab-separated)."""
         mutant_id, line, operator, description = row.rstrip("\n").split("\t")
-        m = re.fullmatch(r"([^#]+)#([^(]+)(\(.*):(-?\d+):([A-Z_]+):(\d+)", mutant_id)
+        m = MUTANT_ID.fullmatch(mutant_id)
         if m is None:
             raise ValueError(f"not a mutant id: {mutant_id!r}")
         return cls(mutant_id, m[1], m[2], m[3], int(line), operator, int(m[6]), description)
@@ -456,7 +460,13 @@ def results_of(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
                     found[r["id"]] = r
     for mutant_id, reason in arguments_of(paths).items():
         row = found.get(mutant_id)
-        if row is None:
+        if row is None:  # argued before it ran (a campaign skips it): classified all the same
+            parts = MUTANT_ID.fullmatch(mutant_id)
+            if parts is not None:
+                found[mutant_id] = {"id": mutant_id, "class_name": parts[1], "method": parts[2], "desc": parts[3],
+                                    "line": int(parts[4]), "operator": parts[5], "index": int(parts[6]),
+                                    "description": "", "status": "equivalent", "graded_as": "not run",
+                                    "argument": reason}
             continue
         if row["status"] in EXPLAINED_BY_EQUIVALENCE:
             found[mutant_id] = {**row, "status": "equivalent", "graded_as": row["status"], "argument": reason}
