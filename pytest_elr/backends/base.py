@@ -46,7 +46,7 @@ class LagChurn:
     lagged: int
     #: the lines of the shrinks without that cause (a leader that dropped a follower in sync)
     without_cause: tuple[str, ...] = ()
-    #: every follower the shrinks dropped, in order: a round trip is "on its own" only for a
+    #: every follower the shrinks dropped (sorted): a round trip is "on its own" only for a
     #: follower no fault slows (``Executor._lag_churn``)
     dropped: tuple[int, ...] = ()
 
